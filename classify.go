@@ -1,0 +1,161 @@
+package grantretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"syscall"
+)
+
+// Classification is the verdict on one attempt: whether a retry could help,
+// and a stable reason for the audit trail.
+//
+// Reason takes one of these forms:
+//
+//	ok:<code>            a 1xx-3xx response; not a failure, never retried
+//	transient:<code>     a status in the transient set (default 429, 500, 502, 503, 504)
+//	terminal:<code>      a status in the terminal set (default 400, 401, 403, 404, 422)
+//	unclassified:<code>  any other status; terminal, because an unknown code is
+//	                     more likely a contract change than a blip
+//	transport:<kind>     the transport failed before a response was obtained
+//
+// The transport kinds are timeout, reset, refused, eof, dns, network
+// (transient) and canceled, deadline, tls_cert, tls, dns_not_found,
+// malformed_url, invalid_request (terminal).
+type Classification struct {
+	Retryable bool
+	Reason    string
+}
+
+// statusSets holds the transient and terminal status codes of one Transport.
+// It is built once by New and never changes afterwards.
+type statusSets struct {
+	transient map[int]bool
+	terminal  map[int]bool
+}
+
+func newStatusSets(transient, terminal []int) statusSets {
+	s := statusSets{transient: make(map[int]bool), terminal: make(map[int]bool)}
+	for _, c := range transient {
+		s.transient[c] = true
+	}
+	for _, c := range terminal {
+		s.terminal[c] = true
+	}
+	return s
+}
+
+// defaultTransient are the status codes retried unless WithStatusSets says
+// otherwise.
+var defaultTransient = []int{429, 500, 502, 503, 504}
+
+// defaultTerminal are the status codes that fail at once unless
+// WithStatusSets says otherwise.
+var defaultTerminal = []int{400, 401, 403, 404, 422}
+
+var defaultStatusSets = newStatusSets(defaultTransient, defaultTerminal)
+
+// Classify decides whether a response status or a transport error is worth
+// retrying, with the default status sets. A non-nil err means the transport
+// failed and status is ignored. Classify is a pure function, safe for
+// concurrent use; a Transport built WithStatusSets classifies with its own
+// sets by the same rules.
+func Classify(status int, err error) Classification {
+	return defaultStatusSets.classify(status, err)
+}
+
+func (s statusSets) classify(status int, err error) Classification {
+	if err != nil {
+		return classifyError(err)
+	}
+	switch {
+	case status >= 100 && status < 400:
+		return Classification{Retryable: false, Reason: "ok:" + strconv.Itoa(status)}
+	case s.transient[status]:
+		return Classification{Retryable: true, Reason: "transient:" + strconv.Itoa(status)}
+	case s.terminal[status]:
+		return Classification{Retryable: false, Reason: "terminal:" + strconv.Itoa(status)}
+	default:
+		return Classification{Retryable: false, Reason: "unclassified:" + strconv.Itoa(status)}
+	}
+}
+
+// classifyError sorts transport errors by type, never by message. Anything it
+// does not recognise is transient: the request may not have reached the
+// funder, and the budget bounds what a wrong guess costs.
+func classifyError(err error) Classification {
+	terminal := func(kind string) Classification {
+		return Classification{Retryable: false, Reason: "transport:" + kind}
+	}
+	transient := func(kind string) Classification {
+		return Classification{Retryable: true, Reason: "transport:" + kind}
+	}
+
+	// Our own attempt timeout comes first: it wraps context.DeadlineExceeded,
+	// which would otherwise read as the caller's deadline.
+	var at *attemptTimeoutError
+	if errors.As(err, &at) {
+		return transient("timeout")
+	}
+	if errors.Is(err, ErrInvalidRequest) {
+		return terminal("invalid_request")
+	}
+	if errors.Is(err, context.Canceled) {
+		return terminal("canceled")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return terminal("deadline")
+	}
+
+	var certErr *tls.CertificateVerificationError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalidCert x509.CertificateInvalidError
+	if errors.As(err, &certErr) || errors.As(err, &unknownAuth) ||
+		errors.As(err, &hostErr) || errors.As(err, &invalidCert) {
+		return terminal("tls_cert")
+	}
+	var recordErr tls.RecordHeaderError
+	if errors.As(err, &recordErr) {
+		// TLS spoken to a plain-HTTP server: a configuration error.
+		return terminal("tls")
+	}
+
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) && urlErr.Op == "parse" {
+		return terminal("malformed_url")
+	}
+	var escErr url.EscapeError
+	var hostNameErr url.InvalidHostError
+	if errors.As(err, &escErr) || errors.As(err, &hostNameErr) {
+		return terminal("malformed_url")
+	}
+
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound {
+			return terminal("dns_not_found")
+		}
+		return transient("dns")
+	}
+
+	switch {
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ECONNABORTED):
+		return transient("reset")
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return transient("refused")
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return transient("eof")
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return transient("timeout")
+	}
+	return transient("network")
+}

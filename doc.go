@@ -1,0 +1,63 @@
+// Package grantretry makes calls to funder APIs safe to retry.
+//
+// It is an http.RoundTripper middleware: wrap the *http.Client a grant
+// pipeline already has (or hand it to a portal SDK), and every call gets the
+// policy:
+//
+//	client := &http.Client{Transport: grantretry.New(nil, grantretry.WithLogger(auditLogger))}
+//	ctx := grantretry.WithSubmissionID(ctx, "GRANT-2026-0042")
+//	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(pkg))
+//	resp, err := client.Do(req)
+//
+// # The policy
+//
+// Each call is one logical call, made of one or more attempts:
+//
+//   - Stamping. Every attempt carries the call's X-Correlation-ID
+//     (NewCorrelationID, unless the caller set one) and, for POST and
+//     PATCH, its Idempotency-Key, derived once before the first attempt by
+//     IdempotencyKey from the submission id (WithSubmissionID) and the body.
+//     Without a submission id the key is IdempotencyKey(method+" "+url+"\n",
+//     body). A key the caller set is kept. GET, HEAD, OPTIONS, TRACE, PUT and
+//     DELETE get no key; any other method is retried only if the caller set a
+//     key, and POST or PATCH only if it has one.
+//   - Replay. The body is sent byte for byte on every attempt: through the
+//     request's GetBody, or from a buffer of at most WithReplayLimit bytes.
+//     A larger body without GetBody is sent exactly once.
+//   - Classification. Classify sorts each response or transport error into
+//     transient (429, 5xx in the transient set, timeouts, resets, refused
+//     connections, EOF mid-response) and terminal (400, 401, 403, 404, 422,
+//     any unknown status, the caller's cancellation, certificate failures,
+//     invalid requests). Only transient faults are retried. 1xx-3xx
+//     responses are not failures and pass through untouched.
+//   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
+//     Retry-After the funder sent (ParseRetryAfter).
+//   - Budget. At most maxRetries retries and a deadline per call, and the
+//     caller's context. A wait that would end at or after the deadline is
+//     not slept: the call ends at once as DeadLetter, so a Retry-After of
+//     hours cannot park a worker.
+//   - Breaker. One circuit breaker per funder host (scheme, host, port),
+//     counting transient failures only. While it is open, calls to that
+//     host end at once as CircuitOpen, without sending or spending budget.
+//   - Audit. Each attempt and each disposition is one structured zap line
+//     (see the Msg* and Field* constants); bodies, credentials, user info
+//     and query strings are never logged.
+//
+// # Results
+//
+// RoundTrip returns err == nil whenever it obtained a response, whatever its
+// status: a 422 with its body, or the last 503 of a dead-lettered call.
+// OutcomeOf(resp) tells how the call ended. When no response was obtained it
+// returns an *Error, whose Outcome says the same and whose Unwrap gives the
+// last cause; errors.Is matches ErrCircuitOpen, ErrDeadLetter,
+// ErrInvalidRequest, ErrInvalidOption, context.Canceled and
+// context.DeadlineExceeded as they apply.
+//
+// # Attempts and net/http
+//
+// Outcome.Attempts counts the attempts this package made. Below it,
+// net/http's Transport may itself resend a request once on a pooled
+// connection that turned out to be closed, when the request is replayable
+// (GetBody) and idempotent, which includes any request with an
+// Idempotency-Key. That resend carries the same key, so it is safe.
+package grantretry

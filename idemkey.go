@@ -1,0 +1,271 @@
+package grantretry
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+)
+
+// Header names the Transport stamps on every attempt.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderCorrelationID  = "X-Correlation-ID"
+)
+
+// DefaultReplayLimit is how many bytes of a request body without GetBody the
+// Transport buffers so it can replay them (see WithReplayLimit). Requests
+// built by http.NewRequest from a []byte, *bytes.Buffer, *bytes.Reader or
+// *strings.Reader carry GetBody and are replayed through it, unbuffered.
+const DefaultReplayLimit = 10 << 20
+
+// MaxSubmissionIDLen bounds the submission id given to WithSubmissionID.
+const MaxSubmissionIDLen = 255
+
+// IdempotencyKey returns the stable key of one submission: "grant-" followed
+// by the first 32 hex digits of SHA-256(submissionID bytes, then payload
+// bytes). The same submission and payload give the same key in any process,
+// so a retry from another worker, or a redelivery next week, is recognised by
+// the funder as the same request.
+func IdempotencyKey(submissionID string, payload []byte) string {
+	h := sha256.New()
+	io.WriteString(h, submissionID)
+	h.Write(payload)
+	return keyFromSum(h)
+}
+
+func keyFromSum(h hash.Hash) string {
+	var sum [sha256.Size]byte
+	var out [6 + 32]byte
+	copy(out[:], "grant-")
+	hex.Encode(out[6:], h.Sum(sum[:0])[:16])
+	return string(out[:])
+}
+
+// implicitKeyPrefix is what stands in for the submission id when a POST or
+// PATCH has none: the key is IdempotencyKey(method+" "+url+"\n", payload), so
+// the same request to the same URL with the same bytes gets the same key.
+func implicitKeyPrefix(r *http.Request) string {
+	return r.Method + " " + r.URL.String() + "\n"
+}
+
+type submissionIDKey struct{}
+
+// WithSubmissionID returns a copy of ctx that names the submission of the
+// call made with it. The Transport derives the call's Idempotency-Key from
+// the id and the request body, and writes the id into every audit line. The
+// id must be 1 to MaxSubmissionIDLen bytes with no control characters;
+// RoundTrip refuses a request whose id is not, before sending anything.
+func WithSubmissionID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, submissionIDKey{}, id)
+}
+
+// submissionID returns the id set by WithSubmissionID, if any.
+func submissionID(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(submissionIDKey{}).(string)
+	return id, ok
+}
+
+func validateSubmissionID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty submission id", ErrInvalidRequest)
+	case len(id) > MaxSubmissionIDLen:
+		return fmt.Errorf("%w: submission id is %d bytes, more than %d", ErrInvalidRequest, len(id), MaxSubmissionIDLen)
+	case hasControl(id):
+		return fmt.Errorf("%w: submission id has a control character", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// NewCorrelationID returns 16 hex digits from crypto/rand: an unguessable id
+// that ties every attempt of one logical call to one audit thread.
+func NewCorrelationID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// keyedMethod reports whether the Transport derives an Idempotency-Key for
+// the method: the two methods whose repetition can create a second record.
+func keyedMethod(m string) bool { return m == http.MethodPost || m == http.MethodPatch }
+
+// idempotentMethod reports whether RFC 9110 section 9.2.2 makes the method
+// safe to repeat without a key.
+func idempotentMethod(m string) bool {
+	switch m {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// payload is the request body of one logical call, made replayable if it can
+// be. It belongs to one RoundTrip and is never shared.
+type payload struct {
+	orig     io.ReadCloser                 // the caller's body, nil or http.NoBody when empty
+	buf      []byte                        // a buffered body, replayed from memory
+	getBody  func() (io.ReadCloser, error) // the caller's GetBody
+	once     io.ReadCloser                 // a body too large to buffer, sent once
+	size     int64                         // bytes, or -1 when not read
+	sum      []byte                        // SHA-256 of the bytes, when computed
+	key      string                        // derived Idempotency-Key, if any
+	whyNotRe string                        // why the body is not replayable, "" if it is
+}
+
+// replayable reports whether the body can be sent again byte for byte.
+func (p *payload) replayable() bool { return p.whyNotRe == "" }
+
+// empty reports whether the request has no body at all.
+func (p *payload) empty() bool {
+	return p.orig == nil || p.orig == http.NoBody
+}
+
+// readPayload takes ownership of r.Body: from here on the Transport closes
+// it. It makes the body replayable (GetBody, or a buffer up to limit), and
+// in the same pass computes what the call needs: the derived key when
+// keyPrefix is not empty, and the payload's SHA-256 when wantSum is set.
+func readPayload(r *http.Request, limit int64, keyPrefix string, wantSum bool) (*payload, error) {
+	p := &payload{orig: r.Body, size: -1}
+	var keyH, sumH hash.Hash
+	if keyPrefix != "" {
+		keyH = sha256.New()
+		io.WriteString(keyH, keyPrefix)
+	}
+	if wantSum {
+		sumH = sha256.New()
+	}
+	finish := func() {
+		if keyH != nil {
+			p.key = keyFromSum(keyH)
+		}
+		if sumH != nil {
+			p.sum = sumH.Sum(nil)
+		}
+	}
+
+	switch {
+	case p.empty():
+		p.size = 0
+		finish()
+		return p, nil
+	case r.GetBody != nil:
+		p.getBody = r.GetBody
+		r.Body.Close() // every attempt reads from GetBody instead
+		if keyH == nil && sumH == nil {
+			return p, nil
+		}
+		n, err := hashBody(r.GetBody, keyH, sumH)
+		if err != nil {
+			return p, err
+		}
+		p.size = n
+		finish()
+		return p, nil
+	}
+
+	// No GetBody: buffer up to limit, and one byte more to learn whether
+	// the body fits.
+	var b bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		b.Grow(int(r.ContentLength))
+	}
+	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		r.Body.Close()
+		return p, fmt.Errorf("grantretry: reading request body: %w", err)
+	}
+	if n > limit {
+		p.once = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b.Bytes()), r.Body), r.Body}
+		p.whyNotRe = fmt.Sprintf("body over the %d-byte replay limit and no GetBody", limit)
+		return p, nil
+	}
+	r.Body.Close()
+	p.buf = b.Bytes()
+	if p.buf == nil {
+		p.buf = []byte{} // a body that was present but empty is still replayed
+	}
+	p.size = n
+	if keyH != nil {
+		keyH.Write(p.buf)
+	}
+	if sumH != nil {
+		sumH.Write(p.buf)
+	}
+	finish()
+	return p, nil
+}
+
+// hashBody reads one copy of the body from getBody into the hashes.
+func hashBody(getBody func() (io.ReadCloser, error), hs ...hash.Hash) (int64, error) {
+	rc, err := getBody()
+	if err != nil {
+		return 0, fmt.Errorf("grantretry: GetBody: %w", err)
+	}
+	defer rc.Close()
+	var ws []io.Writer
+	for _, h := range hs {
+		if h != nil {
+			ws = append(ws, h)
+		}
+	}
+	n, err := io.Copy(io.MultiWriter(ws...), rc)
+	if err != nil {
+		return n, fmt.Errorf("grantretry: reading request body from GetBody: %w", err)
+	}
+	return n, nil
+}
+
+// errBodySpent is returned if a body that is not replayable is asked for a
+// second time; the retry loop never does that.
+var errBodySpent = errors.New("grantretry: request body is not replayable and was already sent")
+
+// body returns a fresh copy of the body for one attempt.
+func (p *payload) body() (io.ReadCloser, error) {
+	switch {
+	case p.empty():
+		return p.orig, nil
+	case p.buf != nil:
+		return io.NopCloser(bytes.NewReader(p.buf)), nil
+	case p.getBody != nil:
+		rc, err := p.getBody()
+		if err != nil {
+			return nil, fmt.Errorf("%w: GetBody failed: %w", ErrInvalidRequest, err)
+		}
+		return rc, nil
+	case p.once != nil:
+		rc := p.once
+		p.once = nil
+		return rc, nil
+	}
+	return nil, errBodySpent
+}
+
+// close releases a body that was never handed to an attempt.
+func (p *payload) close() {
+	if p.once != nil {
+		p.once.Close()
+		p.once = nil
+	}
+}
+
+// hasControl reports whether s holds an ASCII control character other than
+// horizontal tab: CR and LF among them, which would split a header.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}

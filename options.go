@@ -1,0 +1,210 @@
+package grantretry
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of the backoff (see WithBackoff).
+const (
+	// DefaultBackoffBase is the ceiling of the first wait; each retry
+	// doubles it.
+	DefaultBackoffBase = 500 * time.Millisecond
+	// DefaultBackoffCap is the largest ceiling a wait is drawn under.
+	DefaultBackoffCap = 30 * time.Second
+)
+
+// An Option configures a Transport. Options are applied in order by New; the
+// Transport never changes afterwards.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is everything New assembles. It is copied into the Transport and
+// never written again.
+type config struct {
+	base, cap      time.Duration
+	maxRetries     int
+	deadline       time.Duration
+	attemptTimeout time.Duration
+	threshold      uint32
+	cooldown       time.Duration
+	log            *zap.Logger
+	sets           statusSets
+	clock          Clock
+	rand           randSource
+	replayLimit    int64
+	errs           []error
+}
+
+func (c *config) invalid(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+func defaultConfig() config {
+	return config{
+		base:        DefaultBackoffBase,
+		cap:         DefaultBackoffCap,
+		maxRetries:  DefaultMaxRetries,
+		deadline:    DefaultDeadline,
+		threshold:   DefaultBreakerThreshold,
+		cooldown:    DefaultBreakerCooldown,
+		log:         zap.NewNop(),
+		sets:        defaultStatusSets,
+		clock:       systemClock{},
+		rand:        runtimeRand{},
+		replayLimit: DefaultReplayLimit,
+	}
+}
+
+// WithBackoff sets the full-jitter backoff: the wait before retry n is drawn
+// uniformly from [0, min(cap, base*2^n)]. Defaults DefaultBackoffBase and
+// DefaultBackoffCap. base must be positive and cap at least base.
+func WithBackoff(base, cap time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if base <= 0 || cap < base {
+			c.invalid("WithBackoff(%v, %v): want 0 < base <= cap", base, cap)
+			return
+		}
+		c.base, c.cap = base, cap
+	})
+}
+
+// WithBudget bounds one logical call: at most maxRetries retries, and a
+// deadline from its first attempt that bounds waits and attempts in flight
+// alike (the caller's context deadline applies too, if earlier). Defaults
+// DefaultMaxRetries and DefaultDeadline. maxRetries 0 turns retries off;
+// it must not be negative, and the deadline must be positive.
+func WithBudget(maxRetries int, deadline time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if maxRetries < 0 || deadline <= 0 {
+			c.invalid("WithBudget(%d, %v): want maxRetries >= 0 and deadline > 0", maxRetries, deadline)
+			return
+		}
+		c.maxRetries, c.deadline = maxRetries, deadline
+	})
+}
+
+// WithAttemptTimeout bounds each attempt from the moment it is sent until
+// its response headers arrive (and, for a response that is discarded, until
+// its body is drained). A timed-out attempt is transient
+// ("transport:timeout"). Zero, the default, means no per-attempt bound
+// beyond the call's deadline.
+func WithAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.invalid("WithAttemptTimeout(%v): want d >= 0", d)
+			return
+		}
+		c.attemptTimeout = d
+	})
+}
+
+// WithBreaker sets the per-host circuit breaker: it opens on the
+// threshold-th consecutive transient failure against a host, refuses calls
+// to it for cooldown, then lets one probe through. Defaults
+// DefaultBreakerThreshold and DefaultBreakerCooldown. threshold and cooldown
+// must be positive.
+func WithBreaker(threshold uint32, cooldown time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if threshold == 0 || cooldown <= 0 {
+			c.invalid("WithBreaker(%d, %v): want threshold > 0 and cooldown > 0", threshold, cooldown)
+			return
+		}
+		c.threshold, c.cooldown = threshold, cooldown
+	})
+}
+
+// WithLogger sets the audit logger. The default, zap.NewNop(), writes
+// nothing and costs nothing. The audit lines and their fields are described
+// by the Msg* and Field* constants.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.invalid("WithLogger(nil)")
+			return
+		}
+		c.log = l
+	})
+}
+
+// WithStatusSets replaces the transient status set (default 429, 500, 502,
+// 503, 504) and the terminal one (default 400, 401, 403, 404, 422). Any
+// other status of 400 or more stays terminal as "unclassified:<code>".
+// Codes must be 400 to 599 and in at most one set.
+func WithStatusSets(transient, terminal []int) Option {
+	return optionFunc(func(c *config) {
+		seen := make(map[int]bool)
+		for _, code := range append(append([]int(nil), transient...), terminal...) {
+			if code < 400 || code > 599 {
+				c.invalid("WithStatusSets: status %d is not a 4xx or 5xx", code)
+				return
+			}
+			if seen[code] {
+				c.invalid("WithStatusSets: status %d is listed twice", code)
+				return
+			}
+			seen[code] = true
+		}
+		c.sets = newStatusSets(transient, terminal)
+	})
+}
+
+// WithClock sets the clock the retry policy reads and waits on. Tests use
+// it to run whole retry schedules without sleeping; see Clock for what it
+// does not govern.
+func WithClock(clk Clock) Option {
+	return optionFunc(func(c *config) {
+		if clk == nil {
+			c.invalid("WithClock(nil)")
+			return
+		}
+		c.clock = clk
+	})
+}
+
+// WithRandSource makes the jitter draw from src, for reproducible schedules
+// in tests and simulations. The Transport serialises access to src. The
+// default is math/rand/v2's unseeded per-goroutine source: leave it in
+// production, where a shared seed would line a fleet up.
+func WithRandSource(src rand.Source) Option {
+	return optionFunc(func(c *config) {
+		if src == nil {
+			c.invalid("WithRandSource(nil)")
+			return
+		}
+		c.rand = &lockedRand{r: rand.New(src)}
+	})
+}
+
+// WithReplayLimit sets how many bytes of a body without GetBody are buffered
+// to replay it (default DefaultReplayLimit). A larger body is sent exactly
+// once, never retried, and the audit line says why. It must be positive.
+func WithReplayLimit(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n <= 0 {
+			c.invalid("WithReplayLimit(%d): want n > 0", n)
+			return
+		}
+		c.replayLimit = n
+	})
+}
+
+// configError is the error every call of a misconfigured Transport returns.
+func (c *config) configError() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return errors.Join(c.errs...)
+}
+
+var _ http.RoundTripper = (*Transport)(nil)

@@ -1,0 +1,141 @@
+package grantretry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Disposition is how a logical call ended. Every call ends with exactly one,
+// written to the audit trail and carried by its Outcome.
+type Disposition string
+
+// The dispositions.
+const (
+	// Succeeded: a 1xx-3xx response was obtained.
+	Succeeded Disposition = "succeeded"
+	// FailedTerminal: the funder or the transport answered with something a
+	// retry cannot fix (a 4xx in the terminal set, an unknown status, a
+	// certificate failure), or the request was refused before any attempt.
+	FailedTerminal Disposition = "failed_terminal"
+	// DeadLetter: the failure was transient but the call cannot go on (the
+	// retry budget, the deadline, a Retry-After past the deadline, or a
+	// request that is not safe to repeat). The work is still owed.
+	DeadLetter Disposition = "dead_letter"
+	// CircuitOpen: the host's circuit breaker refused the attempt.
+	CircuitOpen Disposition = "circuit_open"
+	// Canceled: the caller's own context was cancelled or passed its
+	// deadline.
+	Canceled Disposition = "canceled"
+)
+
+// Outcome describes one logical call: every attempt made for one RoundTrip.
+type Outcome struct {
+	Disposition    Disposition
+	Attempts       int    // attempts sent to the inner transport
+	CorrelationID  string // X-Correlation-ID of every attempt
+	IdempotencyKey string // Idempotency-Key of every attempt, "" if none
+	SubmissionID   string // from WithSubmissionID, "" if none
+	// Reason is the verdict on the last attempt, in Classification.Reason
+	// form ("transient:503", "transport:reset"), or "" if none was made.
+	Reason string
+	// StopReason says why the call stopped: one of the Stop* constants.
+	StopReason string
+	// Status is the last attempt's status code, 0 if it obtained none.
+	Status  int
+	Elapsed time.Duration // from the first attempt to the disposition
+}
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrCircuitOpen matches every error of a call that ended CircuitOpen.
+	ErrCircuitOpen = errors.New("grantretry: circuit open")
+	// ErrDeadLetter matches every error of a call that ended DeadLetter
+	// without a response.
+	ErrDeadLetter = errors.New("grantretry: dead letter")
+	// ErrInvalidRequest matches a request refused before any attempt: a nil
+	// URL, an unsupported scheme, a header with CR or LF, a bad submission
+	// id.
+	ErrInvalidRequest = errors.New("grantretry: invalid request")
+	// ErrInvalidOption matches the error of every call through a Transport
+	// built with an invalid option.
+	ErrInvalidOption = errors.New("grantretry: invalid option")
+)
+
+// Error is the error RoundTrip returns when a call obtained no response to
+// return. Its Outcome says how the call ended; Unwrap gives the last cause,
+// so errors.Is(err, context.Canceled) and the like work. It also matches
+// ErrCircuitOpen or ErrDeadLetter by its disposition.
+type Error struct {
+	Outcome
+	// Err is the last cause: the transport error of the last attempt, the
+	// context's error, or why the request was refused.
+	Err error
+	// msg is the redacted message, built once.
+	msg string
+}
+
+func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns the last cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches ErrCircuitOpen and ErrDeadLetter by disposition.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrCircuitOpen:
+		return e.Disposition == CircuitOpen
+	case ErrDeadLetter:
+		return e.Disposition == DeadLetter
+	}
+	return false
+}
+
+// newError builds an *Error whose message names the call without secrets:
+// the URL without user info or query, and the cause with both scrubbed out.
+func newError(o Outcome, r *http.Request, cause error) *Error {
+	var b strings.Builder
+	b.WriteString("grantretry: ")
+	if r != nil {
+		b.WriteString(r.Method)
+		b.WriteByte(' ')
+		b.WriteString(redactedURL(r.URL))
+		b.WriteString(": ")
+	}
+	b.WriteString(string(o.Disposition))
+	if o.StopReason != "" && o.StopReason != string(o.Disposition) {
+		b.WriteString(" (" + o.StopReason + ")")
+	}
+	fmt.Fprintf(&b, " after %d attempt", o.Attempts)
+	if o.Attempts != 1 {
+		b.WriteByte('s')
+	}
+	if cause != nil {
+		b.WriteString(": ")
+		b.WriteString(redactError(cause, r))
+	}
+	return &Error{Outcome: o, Err: cause, msg: b.String()}
+}
+
+type outcomeKey struct{}
+
+// outcomeHolder is filled in once, when the call ends, before the response
+// is handed to the caller.
+type outcomeHolder struct{ o Outcome }
+
+// OutcomeOf returns the outcome of the call that produced resp, if resp came
+// from a Transport. It reads it from resp.Request, the request the Transport
+// sent, so it works through http.Client (timeouts and all) and redirects
+// (the last hop's outcome).
+func OutcomeOf(resp *http.Response) (Outcome, bool) {
+	if resp == nil || resp.Request == nil {
+		return Outcome{}, false
+	}
+	h, ok := resp.Request.Context().Value(outcomeKey{}).(*outcomeHolder)
+	if !ok {
+		return Outcome{}, false
+	}
+	return h.o, true
+}

@@ -1,0 +1,541 @@
+package grantretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"go.uber.org/zap"
+)
+
+// maxDrain bounds how much of a discarded response body is read so its
+// connection can be reused; a longer body costs the connection instead.
+const maxDrain = 4 << 10
+
+// Transport is an http.RoundTripper that makes calls to funder APIs safe to
+// retry. Build it with New; the zero value is not usable. A Transport is safe
+// for concurrent use by multiple goroutines and never changes after New,
+// except for its per-host circuit breakers.
+type Transport struct {
+	next    http.RoundTripper
+	cfg     config
+	err     error // from invalid options; every call returns it
+	log     *zap.Logger
+	sets    statusSets
+	clock   Clock
+	breaker *breakers
+}
+
+// New returns a Transport that sends through next, or through
+// cleanhttp.DefaultPooledTransport() if next is nil. New never fails: an
+// invalid option makes every call through the Transport fail at once with an
+// error matching ErrInvalidOption, before anything is sent.
+func New(next http.RoundTripper, opts ...Option) *Transport {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if next == nil {
+		next = cleanhttp.DefaultPooledTransport()
+	}
+	return &Transport{
+		next:    next,
+		cfg:     cfg,
+		err:     cfg.configError(),
+		log:     cfg.log,
+		sets:    cfg.sets,
+		clock:   cfg.clock,
+		breaker: &breakers{threshold: cfg.threshold, cooldown: cfg.cooldown},
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the inner transport,
+// if it has such a method. The Transport never calls it itself: a failed
+// call is no reason to throw a healthy pool away.
+func (t *Transport) CloseIdleConnections() {
+	type closeIdler interface{ CloseIdleConnections() }
+	if ci, ok := t.next.(closeIdler); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// errCallDeadline is the cancellation cause when a call's budget deadline
+// ends an attempt in flight.
+var errCallDeadline = errors.New("grantretry: call deadline reached")
+
+// errAttemptTimeout is the cancellation cause when WithAttemptTimeout ends an
+// attempt.
+var errAttemptTimeout = errors.New("grantretry: attempt timeout")
+
+// attemptTimeoutError marks an attempt ended by WithAttemptTimeout: transient,
+// unlike the caller's own deadline.
+type attemptTimeoutError struct {
+	d   time.Duration
+	err error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return fmt.Sprintf("grantretry: attempt timed out after %v: %v", e.d, e.err)
+}
+func (e *attemptTimeoutError) Unwrap() error { return e.err }
+
+// call is the state of one logical call: one RoundTrip. It is never shared
+// between goroutines.
+type call struct {
+	t      *Transport
+	req    *http.Request // the caller's, never modified
+	ctx    context.Context
+	base   *http.Request // the clone every attempt is copied from
+	p      *payload
+	hb     *hostBreaker
+	budget callBudget
+	start  time.Time // on the Clock
+
+	callCtx    context.Context
+	callCancel context.CancelCauseFunc
+	callTimer  *time.Timer // ends callCtx at the budget deadline; nil if ctx ends first
+
+	holder *outcomeHolder
+	out    Outcome
+}
+
+// RoundTrip sends one logical call: the request and as many retries as the
+// policy allows. It returns the last response with a nil error whenever it
+// obtained one (OutcomeOf tells how the call ended), and otherwise a nil
+// response and an *Error. It never modifies req, and always closes its body.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := &call{t: t, req: req}
+	if err := c.prepare(); err != nil {
+		return nil, c.finishErr(err)
+	}
+	return c.loop()
+}
+
+// prepare validates the request and builds what every attempt shares. On
+// error the caller's body is closed and nothing was sent.
+func (c *call) prepare() error {
+	t, req := c.t, c.req
+	c.out.Disposition = FailedTerminal
+	c.out.StopReason = StopInvalidRequest
+	if req == nil {
+		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	}
+	if err := t.err; err != nil {
+		closeBody(req)
+		return err
+	}
+	id, hasID := submissionID(req.Context())
+	if hasID {
+		c.out.SubmissionID = id
+	}
+	if err := validateRequest(req, id, hasID); err != nil {
+		closeBody(req)
+		return err
+	}
+	c.ctx = req.Context()
+	c.start = t.clock.Now()
+
+	c.out.CorrelationID = req.Header.Get(HeaderCorrelationID)
+	if c.out.CorrelationID == "" {
+		c.out.CorrelationID = NewCorrelationID()
+	}
+	callerKey := req.Header.Get(HeaderIdempotencyKey)
+	keyPrefix := ""
+	if callerKey == "" && keyedMethod(req.Method) {
+		keyPrefix = id
+		if !hasID {
+			keyPrefix = implicitKeyPrefix(req)
+		}
+	}
+	p, err := readPayload(req, t.cfg.replayLimit, keyPrefix, t.log.Core().Enabled(zap.WarnLevel))
+	c.p = p
+	if err != nil {
+		c.out.StopReason = StopBodyReadFailure
+		return err
+	}
+	c.out.IdempotencyKey = callerKey
+	if callerKey == "" {
+		c.out.IdempotencyKey = p.key
+	}
+
+	if err := c.ctx.Err(); err != nil {
+		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
+		return err
+	}
+	c.startContexts()
+	c.base = req.Clone(c.callCtx)
+	if c.base.Header == nil {
+		c.base.Header = make(http.Header)
+	}
+	c.base.Header.Set(HeaderCorrelationID, c.out.CorrelationID)
+	if c.out.IdempotencyKey != "" {
+		c.base.Header.Set(HeaderIdempotencyKey, c.out.IdempotencyKey)
+	}
+	c.base.Body = nil
+	c.base.GetBody = nil
+	if p.replayable() && !p.empty() {
+		c.base.GetBody = p.body // lets net/http replay on a stale pooled connection
+		if p.buf != nil && c.base.ContentLength <= 0 {
+			c.base.ContentLength = int64(len(p.buf))
+		}
+	}
+	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
+	c.hb = t.breaker.get(hostKey(req.URL))
+	return nil
+}
+
+// startContexts derives the context every attempt runs under: the caller's,
+// ended also at the budget deadline, and carrying the outcome holder that
+// OutcomeOf reads from the response.
+func (c *call) startContexts() {
+	c.holder = &outcomeHolder{}
+	ctx := context.WithValue(c.ctx, outcomeKey{}, c.holder)
+	c.callCtx, c.callCancel = context.WithCancelCause(ctx)
+	limit := c.t.cfg.deadline
+	if d, ok := c.ctx.Deadline(); !ok || time.Until(d) > limit {
+		cancel := c.callCancel
+		c.callTimer = time.AfterFunc(limit, func() { cancel(errCallDeadline) })
+	}
+}
+
+// stopContexts disarms the budget deadline; with release set it also cancels
+// the call's context.
+func (c *call) stopContexts(release bool) {
+	if c.callTimer != nil {
+		c.callTimer.Stop()
+	}
+	if release && c.callCancel != nil {
+		c.callCancel(nil)
+	}
+}
+
+// decision is what the loop does after one attempt.
+type decision struct {
+	retry      bool
+	wait       time.Duration
+	waitSource string
+	stop       string      // why not, when !retry
+	disp       Disposition // the disposition, when !retry
+}
+
+func (c *call) loop() (*http.Response, error) {
+	for {
+		done, err := c.hb.cb.Allow()
+		c.t.logBreakerChanges(c.hb)
+		if err != nil {
+			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
+			return nil, c.finishErr(err)
+		}
+
+		body, err := c.p.body()
+		if err != nil {
+			done(errBreakerExcluded)
+			c.out.StopReason = StopBodyReadFailure
+			return nil, c.finishErr(err)
+		}
+		sent := time.Now()
+		a := c.attempt(body)
+		latency := time.Since(sent)
+		c.out.Attempts++
+
+		v, disp, stop := c.verdict(a.resp, a.err)
+		done(breakerVerdict(a.err, v, disp))
+		c.t.logBreakerChanges(c.hb)
+
+		d := decision{disp: disp, stop: stop}
+		if disp == "" {
+			d = c.decide(a.resp)
+		}
+		c.out.Reason = v.Reason
+		c.out.Status = 0
+		if a.resp != nil {
+			c.out.Status = a.resp.StatusCode
+		}
+		c.logAttempt(attemptRecord{
+			n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
+			wait: d.wait, waitSource: d.waitSource,
+			latency: latency, elapsed: c.t.clock.Now().Sub(c.start),
+		})
+
+		if !d.retry {
+			c.out.Disposition, c.out.StopReason = d.disp, d.stop
+			if a.resp != nil {
+				return c.finishResp(a)
+			}
+			a.stop(true)
+			return nil, c.finishErr(a.err)
+		}
+
+		if a.resp != nil {
+			drain(a.resp.Body)
+		}
+		a.stop(true)
+		c.budget.spend()
+		if werr := c.t.clock.Sleep(c.callCtx, d.wait); werr != nil {
+			return nil, c.finishErr(c.interrupted(werr))
+		}
+	}
+}
+
+// sentAttempt is one attempt as sent: the request, what came back, and how
+// to end its context (with true at once; with false only when the returned
+// response's body is closed).
+type sentAttempt struct {
+	req  *http.Request
+	resp *http.Response
+	err  error
+	stop func(release bool)
+}
+
+// attempt sends one attempt with the given body.
+func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
+	ctx := c.callCtx
+	a.stop = func(bool) {}
+	if d := c.t.cfg.attemptTimeout; d > 0 {
+		actx, cancel := context.WithCancelCause(ctx)
+		timer := time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
+		ctx = actx
+		a.stop = func(release bool) {
+			timer.Stop()
+			if release {
+				cancel(nil)
+			}
+		}
+		defer func() {
+			// The attempt's own error says "context canceled"; say why,
+			// so it is classified as the transient timeout it is.
+			if a.err != nil && c.callCtx.Err() == nil && context.Cause(actx) == errAttemptTimeout {
+				a.err = &attemptTimeoutError{d: d, err: a.err}
+			}
+		}()
+	}
+	a.req = c.base
+	if ctx != c.base.Context() || c.out.Attempts > 0 {
+		a.req = c.base.WithContext(ctx) // a shallow copy: the clone is shared, never written
+	}
+	a.req.Body = body
+	a.resp, a.err = c.t.next.RoundTrip(a.req)
+	if a.err != nil && a.resp != nil {
+		// A broken inner transport: the contract says this never happens.
+		closeResp(a.resp)
+		a.resp = nil
+	}
+	if a.err == nil && a.resp == nil {
+		a.err = errors.New("grantretry: inner transport returned neither a response nor an error")
+	}
+	return a
+}
+
+// verdict classifies one attempt. A non-empty disposition means the call
+// ends here whatever the budget says: the caller cancelled, or the call's
+// deadline cut the attempt short.
+func (c *call) verdict(resp *http.Response, err error) (Classification, Disposition, string) {
+	if err == nil {
+		v := c.t.sets.classify(resp.StatusCode, nil)
+		switch {
+		case resp.StatusCode < 400:
+			return v, Succeeded, StopSuccess
+		case !v.Retryable:
+			return v, FailedTerminal, StopTerminal
+		}
+		return v, "", ""
+	}
+	if cerr := c.ctx.Err(); cerr != nil {
+		return classifyError(cerr), Canceled, StopCanceled
+	}
+	if errors.Is(context.Cause(c.callCtx), errCallDeadline) {
+		return Classification{Retryable: true, Reason: "transport:timeout"}, DeadLetter, StopDeadline
+	}
+	v := classifyError(err)
+	if !v.Retryable {
+		return v, FailedTerminal, StopTerminal
+	}
+	return v, "", ""
+}
+
+// breakerVerdict is what the attempt tells the host's breaker.
+func breakerVerdict(err error, v Classification, disp Disposition) error {
+	switch {
+	case disp == Canceled:
+		return errBreakerExcluded
+	case v.Retryable:
+		return errBreakerFailure
+	case err != nil:
+		return errBreakerExcluded // terminal transport errors say nothing of the funder
+	}
+	return nil
+}
+
+// decide settles whether a transient failure is retried, and after how long.
+func (c *call) decide(resp *http.Response) decision {
+	if !c.p.replayable() {
+		return decision{stop: StopNotReplayable, disp: DeadLetter}
+	}
+	if !idempotentMethod(c.req.Method) && c.base.Header.Get(HeaderIdempotencyKey) == "" {
+		return decision{stop: StopNotIdempotent, disp: DeadLetter}
+	}
+	now := c.t.clock.Now()
+	jitter := fullJitter(c.t.cfg.rand, c.budget.spent, c.t.cfg.base, c.t.cfg.cap)
+	var after time.Duration
+	hasAfter := false
+	if resp != nil {
+		after, hasAfter = retryAfter(resp.Header, now)
+	}
+	wait, src := chooseWait(jitter, after, hasAfter)
+	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
+		return decision{stop: stop, disp: DeadLetter}
+	}
+	if c.hb.isOpen() {
+		// Another call tripped the breaker: do not wait for an attempt
+		// it will refuse.
+		c.t.logBreakerChanges(c.hb)
+		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
+	}
+	return decision{retry: true, wait: wait, waitSource: src}
+}
+
+// interrupted turns an error from the wait into the call's ending.
+func (c *call) interrupted(werr error) error {
+	if cerr := c.ctx.Err(); cerr != nil {
+		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
+		return cerr
+	}
+	c.out.Disposition, c.out.StopReason = DeadLetter, StopDeadline
+	if cause := context.Cause(c.callCtx); cause != nil {
+		return cause
+	}
+	return werr
+}
+
+// finishResp hands a response to the caller: the outcome is recorded where
+// OutcomeOf finds it, and the attempt's contexts end when its body is closed.
+func (c *call) finishResp(a sentAttempt) (*http.Response, error) {
+	resp := a.resp
+	c.out.Elapsed = c.t.clock.Now().Sub(c.start)
+	c.holder.o = c.out
+	resp.Request = a.req
+	a.stop(false)
+	c.stopContexts(false)
+	release := func() {
+		a.stop(true)
+		c.stopContexts(true)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
+		// An upgraded connection's body is also its writer: leave it
+		// unwrapped, and its lifetime to the caller's context.
+		release()
+	} else {
+		resp.Body = &releaseOnClose{ReadCloser: resp.Body, release: release}
+	}
+	c.logDisposition(nil)
+	return resp, nil
+}
+
+// finishErr ends a call that has no response to return.
+func (c *call) finishErr(cause error) error {
+	if c.p != nil {
+		c.p.close()
+	}
+	c.stopContexts(true)
+	if !c.start.IsZero() {
+		c.out.Elapsed = c.t.clock.Now().Sub(c.start)
+	}
+	e := newError(c.out, c.req, cause)
+	if c.req != nil {
+		c.logDisposition(cause)
+	}
+	return e
+}
+
+// releaseOnClose ends an attempt's contexts when the caller closes the body,
+// not before: cancelling earlier would cut off the body mid-read.
+type releaseOnClose struct {
+	io.ReadCloser
+	release func()
+	done    bool
+}
+
+func (b *releaseOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	if !b.done {
+		b.done = true
+		b.release()
+	}
+	return err
+}
+
+// drain reads a little of a discarded body so its connection can be reused,
+// then closes it.
+func drain(body io.ReadCloser) {
+	if body == nil {
+		return
+	}
+	io.CopyN(io.Discard, body, maxDrain)
+	body.Close()
+}
+
+func closeResp(resp *http.Response) {
+	if resp.Body != nil {
+		resp.Body.Close()
+	}
+}
+
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+}
+
+// validateRequest refuses, before anything is sent, what net/http would
+// refuse with an untyped error, and what would let a caller smuggle a header.
+func validateRequest(r *http.Request, id string, hasID bool) error {
+	if r.URL == nil {
+		return fmt.Errorf("%w: nil URL", ErrInvalidRequest)
+	}
+	switch strings.ToLower(r.URL.Scheme) {
+	case "http", "https":
+	default:
+		return fmt.Errorf("%w: unsupported protocol scheme %q", ErrInvalidRequest, r.URL.Scheme)
+	}
+	if r.URL.Host == "" {
+		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
+	}
+	if hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}") {
+		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, r.Method)
+	}
+	for k, vs := range r.Header {
+		if !validHeaderName(k) {
+			return fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
+		}
+		for _, v := range vs {
+			if hasControl(v) {
+				return fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
+			}
+		}
+	}
+	if hasID {
+		return validateSubmissionID(id)
+	}
+	return nil
+}
+
+// validHeaderName reports whether k is an RFC 9110 token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
