@@ -18,17 +18,17 @@ const (
 // Reasons a call stopped retrying, as they appear in Outcome.StopReason and
 // the stop_reason audit field.
 const (
-	StopSuccess         = "success"                 // a 1xx-3xx response
-	StopTerminal        = "terminal"                // the last verdict was terminal
-	StopRetriesSpent    = "retries_exhausted"       // maxRetries retries were spent
-	StopDeadline        = "deadline"                // the next wait would end at or after the deadline
+	StopSuccess         = "success"                     // a 1xx-3xx response
+	StopTerminal        = "terminal"                    // the last verdict was terminal
+	StopRetriesSpent    = "retries_exhausted"           // maxRetries retries were spent
+	StopDeadline        = "deadline"                    // the next wait would end at or after the deadline
 	StopRetryAfter      = "retry_after_beyond_deadline" // the funder asked for a wait past the deadline
-	StopNotReplayable   = "body_not_replayable"     // the body could not be sent twice
-	StopNotIdempotent   = "not_idempotent"          // a non-idempotent method without an Idempotency-Key
-	StopCircuitOpen     = "circuit_open"            // the host's breaker refused the attempt
-	StopCanceled        = "canceled"                // the caller's context ended
-	StopInvalidRequest  = "invalid_request"         // the request was refused before any attempt
-	StopBodyReadFailure = "body_read_failed"        // the request body failed while it was buffered
+	StopNotReplayable   = "body_not_replayable"         // the body could not be sent twice
+	StopNotIdempotent   = "not_idempotent"              // a non-idempotent method without an Idempotency-Key
+	StopCircuitOpen     = "circuit_open"                // the host's breaker refused the attempt
+	StopCanceled        = "canceled"                    // the caller's context ended
+	StopInvalidRequest  = "invalid_request"             // the request was refused before any attempt
+	StopBodyReadFailure = "body_read_failed"            // the request body failed while it was buffered
 )
 
 // callBudget is the retry budget of one logical call. It belongs to one
