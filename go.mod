@@ -8,4 +8,8 @@ require (
 	go.uber.org/zap v1.28.0
 )
 
-require go.uber.org/multierr v1.10.0 // indirect
+require (
+	github.com/jarcoal/httpmock v1.4.2 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+)
