@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -459,13 +460,12 @@ func (c *call) finishErr(cause error) error {
 type releaseOnClose struct {
 	io.ReadCloser
 	release func()
-	done    bool
+	done    atomic.Bool
 }
 
 func (b *releaseOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	if !b.done {
-		b.done = true
+	if b.done.CompareAndSwap(false, true) {
 		b.release()
 	}
 	return err
