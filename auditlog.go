@@ -35,7 +35,7 @@ const (
 	FieldRetryable      = "retryable"   // Classification.Retryable of the attempt
 	FieldWait           = "wait"        // the wait before the next attempt, 0 when none follows
 	FieldWaitSource     = "wait_source" // "backoff", "retry_after", or "" when none follows
-	FieldLatency        = "latency"     // how long the attempt took
+	FieldLatency        = "latency"     // how long the attempt took, in real time even under WithClock
 	FieldElapsed        = "elapsed"     // since the call's first attempt
 	FieldDisposition    = "disposition"
 	FieldAttempts       = "attempts"
@@ -43,6 +43,7 @@ const (
 	FieldPayloadSHA256  = "payload_sha256" // hex SHA-256 of the request body; "" when not read
 	FieldPayloadBytes   = "payload_bytes"  // body length, -1 when not read
 	FieldNotReplayable  = "not_replayable" // why the body could not be replayed; "" when it could
+	FieldBreaker        = "breaker"        // on breaker lines: the breaker's host, as scheme://host:port
 	FieldBreakerFrom    = "from"
 	FieldBreakerTo      = "to"
 )
@@ -132,7 +133,7 @@ func (t *Transport) logBreakerChanges(hb *hostBreaker) {
 	for _, ch := range hb.takeChanges() {
 		if ce := t.log.Check(zap.WarnLevel, MsgBreaker); ce != nil {
 			ce.Write(
-				zap.String(FieldHost, hb.host),
+				zap.String(FieldBreaker, hb.host),
 				zap.String(FieldBreakerFrom, breakerState(ch.from)),
 				zap.String(FieldBreakerTo, breakerState(ch.to)),
 			)

@@ -16,7 +16,9 @@
 //   - Stamping. Every attempt carries the call's X-Correlation-ID
 //     (NewCorrelationID, unless the caller set one) and, for POST and
 //     PATCH, its Idempotency-Key, derived once before the first attempt by
-//     IdempotencyKey from the submission id (WithSubmissionID) and the body.
+//     IdempotencyKey from the submission id (WithSubmissionID) and the body
+//     (a body too large to replay cannot be hashed before it is sent, and
+//     gets no derived key; see DefaultReplayLimit).
 //     Without a submission id the key is IdempotencyKey(method+" "+url+"\n",
 //     body). A key the caller set is kept. GET, HEAD, OPTIONS, TRACE, PUT and
 //     DELETE get no key; any other method is retried only if the caller set a
@@ -52,6 +54,12 @@
 // last cause; errors.Is matches ErrCircuitOpen, ErrDeadLetter,
 // ErrInvalidRequest, ErrInvalidOption, context.Canceled and
 // context.DeadlineExceeded as they apply.
+//
+// http.Client replaces the error of a call it timed out (Client.Timeout)
+// with its own, which still matches context.DeadlineExceeded but is no
+// *Error; prefer a context deadline, which the budget takes into account.
+// http.Client also wraps errors in *url.Error, which quotes the URL with
+// its query: redact before logging it.
 //
 // # Attempts and net/http
 //

@@ -21,8 +21,11 @@ const (
 
 // DefaultReplayLimit is how many bytes of a request body without GetBody the
 // Transport buffers so it can replay them (see WithReplayLimit). Requests
-// built by http.NewRequest from a []byte, *bytes.Buffer, *bytes.Reader or
-// *strings.Reader carry GetBody and are replayed through it, unbuffered.
+// built by http.NewRequest from a *bytes.Buffer, *bytes.Reader or
+// *strings.Reader carry GetBody and are replayed through it, unbuffered. A
+// larger body without GetBody is sent once, and since the key is a hash of
+// the body it gets no derived Idempotency-Key: give such requests GetBody,
+// or set the key yourself.
 const DefaultReplayLimit = 10 << 20
 
 // MaxSubmissionIDLen bounds the submission id given to WithSubmissionID.

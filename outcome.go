@@ -50,7 +50,10 @@ type Outcome struct {
 
 // Sentinel errors, for errors.Is.
 var (
-	// ErrCircuitOpen matches every error of a call that ended CircuitOpen.
+	// ErrCircuitOpen matches every error of a call that ended CircuitOpen
+	// without a response. A call whose own failure opened the breaker
+	// returns that response, with a nil error, and OutcomeOf says
+	// CircuitOpen.
 	ErrCircuitOpen = errors.New("grantretry: circuit open")
 	// ErrDeadLetter matches every error of a call that ended DeadLetter
 	// without a response.

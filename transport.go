@@ -317,9 +317,11 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 			}
 		}()
 	}
+	// The first attempt may use the clone itself; later ones get a shallow
+	// copy, since the inner transport may still hold the previous request.
 	a.req = c.base
 	if ctx != c.base.Context() || c.out.Attempts > 0 {
-		a.req = c.base.WithContext(ctx) // a shallow copy: the clone is shared, never written
+		a.req = c.base.WithContext(ctx)
 	}
 	a.req.Body = body
 	a.resp, a.err = c.t.next.RoundTrip(a.req)
@@ -394,8 +396,8 @@ func (c *call) decide(resp *http.Response) decision {
 		return decision{stop: stop, disp: DeadLetter}
 	}
 	if c.hb.isOpen() {
-		// Another call tripped the breaker: do not wait for an attempt
-		// it will refuse.
+		// The breaker opened, on this failure or another call's: do not
+		// wait for an attempt it will refuse.
 		c.t.logBreakerChanges(c.hb)
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}

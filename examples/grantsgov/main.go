@@ -1,0 +1,395 @@
+// Command grantsgov submits six grant applications through grantretry to a
+// simulated funder that fails the way real ones do (503s, a 429 with
+// Retry-After, a connection dropped after the submission was recorded, a
+// validation failure, an outage), then shows from the funder's own ledger
+// that no submission was recorded twice.
+//
+// Everything runs in process against a loopback server and needs no
+// network. Backoffs are kept to milliseconds; the one long wait is the
+// funder's Retry-After of one second.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "grantsgov:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole demo: the audit trail, the summary, the funder's ledger.
+// It fails if the funder recorded any submission twice. extra options go to
+// the Transport after the demo's own (the tests pass a clock that skips the
+// waits).
+func run(w io.Writer, extra ...grantretry.Option) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	fmt.Fprintln(w, "== audit trail (zap JSON lines) ==")
+	results, ledger, err := simulate(ctx, w, extra...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n== what the pipeline saw ==")
+	printSummary(w, results)
+	fmt.Fprintln(w, "\n== what the funder recorded ==")
+	return ledger.report(w)
+}
+
+// application is one grant application as the pipeline sends it.
+type application struct {
+	ID     string `json:"application_id"`
+	Title  string `json:"title"`
+	Amount int    `json:"amount_requested"`
+}
+
+var applications = []application{
+	{ID: "GRANT-2026-0001", Title: "Rural broadband literacy", Amount: 120000},
+	{ID: "GRANT-2026-0002", Title: "Watershed monitoring network", Amount: 310000},
+	{ID: "GRANT-2026-0003", Title: "After-school robotics", Amount: 45000},
+	{ID: "GRANT-2026-0004", Title: "Community health navigators", Amount: 275000},
+	{ID: "GRANT-2026-0005", Title: "Regional arts endowment", Amount: 750000},
+	{ID: "GRANT-2026-0006", Title: "Coastal resilience study", Amount: 98000},
+}
+
+// fault is what the simulated funder does to one request instead of (or
+// after) handling it normally.
+type fault int
+
+const (
+	none            fault = iota
+	unavailable           // 503 before anything is recorded
+	rateLimited           // 429 with Retry-After: 1
+	dropAfterRecord       // record the submission, then hang up without answering
+	outage                // 503 on every request: it never ends within the demo
+)
+
+// script is the funder's misbehaviour, per application, in order of the
+// requests it receives. GRANT-2026-0005 fails on its own: it asks for more
+// than the program ceiling.
+func script() map[string][]fault {
+	return map[string][]fault{
+		"GRANT-2026-0002": {unavailable, unavailable},
+		"GRANT-2026-0003": {rateLimited},
+		"GRANT-2026-0004": {dropAfterRecord},
+		"GRANT-2026-0006": {outage},
+	}
+}
+
+// transportOptions keeps the demo short: 20ms-200ms backoff instead of the
+// 500ms-30s default, and 3 retries so the outage dead-letters after 4
+// attempts, one short of the default breaker threshold of 5; the demo then
+// shows every disposition but circuit_open.
+func transportOptions(log *zap.Logger) []grantretry.Option {
+	return []grantretry.Option{
+		grantretry.WithLogger(log),
+		grantretry.WithBackoff(20*time.Millisecond, 200*time.Millisecond),
+		grantretry.WithBudget(3, 10*time.Second),
+	}
+}
+
+// simulate starts a funder, submits every application through grantretry
+// with the audit trail written to w, and returns what the pipeline saw and
+// what the funder recorded.
+func simulate(ctx context.Context, w io.Writer, extra ...grantretry.Option) ([]result, *funder, error) {
+	f := newFunder(script())
+	srv := httptest.NewUnstartedServer(f)
+	// Connection: close on every response, so each attempt is a fresh
+	// connection and every resend is one grantretry made and logged. On a
+	// kept-alive connection net/http would itself resend the dropped
+	// request once (see "Attempts and net/http" in the package doc).
+	srv.Config.SetKeepAlivesEnabled(false)
+	srv.Start()
+	defer srv.Close()
+
+	log := auditLogger(w)
+	defer log.Sync()
+	client := &http.Client{Transport: grantretry.New(nil, append(transportOptions(log), extra...)...)}
+
+	var results []result
+	for _, app := range applications {
+		r, err := submit(ctx, client, srv.URL+"/v1/applications", app)
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, r)
+	}
+	return results, f, nil
+}
+
+// auditLogger writes JSON lines to w, with readable times and durations.
+func auditLogger(w io.Writer) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeDuration = zapcore.StringDurationEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)
+	return zap.New(core)
+}
+
+// result is one submission as the pipeline saw it.
+type result struct {
+	app      application
+	outcome  grantretry.Outcome
+	record   string // the funder's record id, "" if none came back
+	replayed bool   // the funder answered from its idempotency store
+	err      error  // the call's error, when no response was obtained
+}
+
+// submit sends one application. Only a request that could not be built is an
+// error here: a failed call is a result, with its disposition.
+func submit(ctx context.Context, client *http.Client, url string, app application) (result, error) {
+	payload, err := json.Marshal(app)
+	if err != nil {
+		return result{}, err
+	}
+	ctx = grantretry.WithSubmissionID(ctx, app.ID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return result{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+
+	r := result{app: app}
+	resp, err := client.Do(req)
+	if err != nil {
+		r.err = err
+		var gerr *grantretry.Error
+		if errors.As(err, &gerr) {
+			r.outcome = gerr.Outcome
+		}
+		return r, nil
+	}
+	defer resp.Body.Close()
+	r.outcome, _ = grantretry.OutcomeOf(resp)
+	r.replayed = resp.Header.Get(headerReplayed) == "true"
+	var rec receipt
+	if resp.StatusCode == http.StatusCreated && json.NewDecoder(resp.Body).Decode(&rec) == nil {
+		r.record = rec.RecordID
+	}
+	return r, nil
+}
+
+func printSummary(w io.Writer, results []result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBMISSION\tDISPOSITION\tSTOP REASON\tATTEMPTS\tSTATUS\tRECORD\tIDEMPOTENCY KEY")
+	for _, r := range results {
+		o := r.outcome
+		record := r.record
+		if r.replayed {
+			record += " (replayed)"
+		}
+		if record == "" {
+			record = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
+			r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Status, record, o.IdempotencyKey)
+	}
+	tw.Flush()
+}
+
+// headerReplayed marks a response the funder replayed for a repeated key, as
+// Stripe does.
+const headerReplayed = "Idempotent-Replayed"
+
+// programCeiling is the largest award the simulated program accepts.
+const programCeiling = 500000
+
+// receipt is the funder's answer to an accepted application.
+type receipt struct {
+	RecordID      string `json:"record_id"`
+	ApplicationID string `json:"application_id"`
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+// answer is what the funder sends back for one request.
+type answer struct {
+	status     int
+	body       any
+	retryAfter string
+	replayed   bool
+	hangUp     bool // close the connection without sending anything
+}
+
+// keyEntry is the funder's ledger line for one Idempotency-Key.
+type keyEntry struct {
+	application string
+	requests    int     // requests that carried the key
+	applied     int     // times the key's effect was applied
+	reply       *answer // the first success, replayed to every repeat
+}
+
+// funder is the simulated funder API. It deduplicates by Idempotency-Key, as
+// the IETF idempotency-key draft describes: a repeat of an applied key gets
+// the original response and changes nothing. Safe for concurrent use; mu
+// guards every field below it.
+type funder struct {
+	mu      sync.Mutex
+	script  map[string][]fault
+	keys    map[string]*keyEntry
+	records map[string][]string // application id -> record ids created for it
+	nextID  int
+}
+
+func newFunder(s map[string][]fault) *funder {
+	return &funder{script: s, keys: make(map[string]*keyEntry), records: make(map[string][]string)}
+}
+
+func (f *funder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var app application
+	if err := json.NewDecoder(r.Body).Decode(&app); err != nil {
+		writeAnswer(w, answer{status: http.StatusBadRequest, body: apiError{"malformed JSON"}})
+		return
+	}
+	key := r.Header.Get(grantretry.HeaderIdempotencyKey)
+	if key == "" {
+		writeAnswer(w, answer{status: http.StatusBadRequest, body: apiError{"Idempotency-Key required"}})
+		return
+	}
+	a := f.handle(app, key)
+	if a.hangUp {
+		hangUp(w)
+		return
+	}
+	writeAnswer(w, a)
+}
+
+// handle decides the answer to one request, and records the submission if
+// it is new and valid. It holds mu throughout, so two requests with one key
+// cannot both apply it.
+func (f *funder) handle(app application, key string) answer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.keys[key]
+	if e == nil {
+		e = &keyEntry{application: app.ID}
+		f.keys[key] = e
+	}
+	e.requests++
+
+	flt := f.nextFault(app.ID)
+	switch flt {
+	case unavailable, outage:
+		return answer{status: http.StatusServiceUnavailable, body: apiError{"service temporarily unavailable"}}
+	case rateLimited:
+		return answer{status: http.StatusTooManyRequests, retryAfter: "1", body: apiError{"slow down"}}
+	}
+	if e.reply != nil {
+		a := *e.reply
+		a.replayed = true
+		return a
+	}
+	if app.Amount <= 0 || app.Amount > programCeiling {
+		return answer{status: http.StatusUnprocessableEntity,
+			body: apiError{fmt.Sprintf("amount_requested must be 1 to %d", programCeiling)}}
+	}
+
+	f.nextID++
+	rec := receipt{RecordID: fmt.Sprintf("GG-%05d", f.nextID), ApplicationID: app.ID}
+	f.records[app.ID] = append(f.records[app.ID], rec.RecordID)
+	e.applied++
+	e.reply = &answer{status: http.StatusCreated, body: rec}
+	return answer{status: http.StatusCreated, body: rec, hangUp: flt == dropAfterRecord}
+}
+
+// nextFault takes the next scripted fault for an application; mu must be
+// held. An outage is never used up.
+func (f *funder) nextFault(appID string) fault {
+	q := f.script[appID]
+	if len(q) == 0 {
+		return none
+	}
+	if q[0] == outage {
+		return outage
+	}
+	f.script[appID] = q[1:]
+	return q[0]
+}
+
+func writeAnswer(w http.ResponseWriter, a answer) {
+	w.Header().Set("Content-Type", "application/json")
+	if a.retryAfter != "" {
+		w.Header().Set("Retry-After", a.retryAfter)
+	}
+	if a.replayed {
+		w.Header().Set(headerReplayed, "true")
+	}
+	w.WriteHeader(a.status)
+	json.NewEncoder(w).Encode(a.body)
+}
+
+// hangUp closes the connection without a response: the worst case for a
+// client, which cannot tell whether the submission was recorded.
+func hangUp(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("grantsgov: the funder's server cannot hijack connections")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+// duplicates counts records beyond the first for each application: the
+// harm a retry with a fresh key would do, which the funder's key check
+// cannot catch.
+func (f *funder) duplicates() (recorded, dups int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ids := range f.records {
+		if len(ids) > 0 {
+			recorded++
+			dups += len(ids) - 1
+		}
+	}
+	return recorded, dups
+}
+
+// report prints the funder's ledger per Idempotency-Key, and fails if any
+// application was recorded twice.
+func (f *funder) report(w io.Writer) error {
+	f.mu.Lock()
+	keys := make([]string, 0, len(f.keys))
+	for k := range f.keys {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return f.keys[keys[i]].application < f.keys[keys[j]].application })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IDEMPOTENCY KEY\tSUBMISSION\tREQUESTS\tAPPLIED\tRECORDS")
+	for _, k := range keys {
+		e := f.keys[k]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\n", k, e.application, e.requests, e.applied, f.records[e.application])
+	}
+	f.mu.Unlock()
+	tw.Flush()
+
+	recorded, dups := f.duplicates()
+	fmt.Fprintf(w, "funder recorded %d submissions, %d duplicates\n", recorded, dups)
+	if dups > 0 {
+		return fmt.Errorf("the funder recorded %d duplicate submissions", dups)
+	}
+	return nil
+}
