@@ -80,6 +80,8 @@ type Error struct {
 	msg string
 }
 
+// Error returns the redacted message: the method, the URL without user info
+// or query, the disposition, the attempts and the cause.
 func (e *Error) Error() string { return e.msg }
 
 // Unwrap returns the last cause.
