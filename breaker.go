@@ -2,9 +2,6 @@ package grantretry
 
 import (
 	"errors"
-	"net"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,16 +28,6 @@ var (
 	errBreakerExcluded = errors.New("grantretry: excluded from breaker counts")
 )
 
-// breakers holds one circuit breaker per funder host (scheme, host and port),
-// created lazily. Safe for concurrent use: the map is a sync.Map, and a
-// breaker created by a goroutine that loses the LoadOrStore race is simply
-// dropped (a gobreaker holds no goroutine or timer).
-type breakers struct {
-	threshold uint32
-	cooldown  time.Duration
-	m         sync.Map // hostKey -> *hostBreaker
-}
-
 // hostBreaker is one host's breaker, plus the state changes it reported and
 // the Transport has not logged yet.
 type hostBreaker struct {
@@ -59,21 +46,14 @@ type hostBreaker struct {
 // stateChange is one breaker transition.
 type stateChange struct{ from, to gobreaker.State }
 
-func (b *breakers) get(host string) *hostBreaker {
-	if v, ok := b.m.Load(host); ok {
-		return v.(*hostBreaker)
-	}
-	v, _ := b.m.LoadOrStore(host, b.newHostBreaker(host))
-	return v.(*hostBreaker)
-}
-
-func (b *breakers) newHostBreaker(host string) *hostBreaker {
+// newHostBreaker builds the breaker of one host. It holds no goroutine or
+// timer, so one built by a goroutine that loses a race is simply dropped.
+func newHostBreaker(host string, threshold uint32, cooldown time.Duration) *hostBreaker {
 	hb := &hostBreaker{host: host}
-	threshold := b.threshold
 	hb.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        host,
 		MaxRequests: 1, // one half-open probe
-		Timeout:     b.cooldown,
+		Timeout:     cooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= threshold
 		},
@@ -88,9 +68,18 @@ func (b *breakers) newHostBreaker(host string) *hostBreaker {
 	return hb
 }
 
+// allow asks the breaker for one attempt. A nil breaker (WithoutBreaker)
+// allows everything.
+func (hb *hostBreaker) allow() (done func(error), err error) {
+	if hb == nil {
+		return func(error) {}, nil
+	}
+	return hb.cb.Allow()
+}
+
 // takeChanges returns and clears the queued state changes.
 func (hb *hostBreaker) takeChanges() []stateChange {
-	if !hb.hasPending.Load() {
+	if hb == nil || !hb.hasPending.Load() {
 		return nil
 	}
 	hb.mu.Lock()
@@ -103,23 +92,5 @@ func (hb *hostBreaker) takeChanges() []stateChange {
 
 // isOpen reports whether the breaker would refuse an attempt now.
 func (hb *hostBreaker) isOpen() bool {
-	return hb.cb.State() == gobreaker.StateOpen
-}
-
-// hostKey names a funder host for its breaker: lower-case scheme and host,
-// with the scheme's default port made explicit, so https://Funder.gov and
-// https://funder.gov:443 share one breaker.
-func hostKey(u *url.URL) string {
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
-	port := u.Port()
-	if port == "" {
-		switch scheme {
-		case "https":
-			port = "443"
-		default:
-			port = "80"
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(host, port)
+	return hb != nil && hb.cb.State() == gobreaker.StateOpen
 }

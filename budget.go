@@ -26,6 +26,7 @@ const (
 	StopNotReplayable   = "body_not_replayable"         // the body could not be sent twice
 	StopNotIdempotent   = "not_idempotent"              // a non-idempotent method without an Idempotency-Key
 	StopCircuitOpen     = "circuit_open"                // the host's breaker refused the attempt
+	StopThrottled       = "retry_throttled"             // the host's retry throttle refused the retry
 	StopCanceled        = "canceled"                    // the caller's context ended
 	StopInvalidRequest  = "invalid_request"             // the request was refused before any attempt
 	StopBodyReadFailure = "body_read_failed"            // the request body failed while it was buffered

@@ -46,7 +46,7 @@ func (f *dedupFunder) responder() httpmock.Responder {
 // and each submission takes effect once.
 func TestThousandConcurrentCallsAcrossHosts(t *testing.T) {
 	const calls, hosts = 1000, 5
-	h := newHarness(t, WithBreaker(10000, time.Minute))
+	h := newHarness(t, WithBreaker(10000, time.Minute), WithoutRetryThrottle())
 	h.clock.frozen = true
 	funder := &dedupFunder{attempts: map[string]int{}, effects: map[string]int{}}
 	for i := 0; i < hosts; i++ {

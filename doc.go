@@ -38,6 +38,11 @@
 //     caller's context. A wait that would end at or after the deadline is
 //     not slept: the call ends at once as DeadLetter, so a Retry-After of
 //     hours cannot park a worker.
+//   - Throttle. One retry token bucket per funder host, shared by every
+//     call of the Transport (gRPC's retry throttling, gRFC A6): transient
+//     failures drain it, successes refill it, and while it is half empty or
+//     less no call to that host retries. A funder that is down then sees
+//     one attempt per call, not five.
 //   - Breaker. One circuit breaker per funder host (scheme, host, port),
 //     counting transient failures only. While it is open, calls to that
 //     host end at once as CircuitOpen, without sending or spending budget.

@@ -79,7 +79,7 @@ func TestBackoffCeilingNeverOverflows(t *testing.T) {
 
 func TestWithRandSourceIsReproducible(t *testing.T) {
 	draw := func() []time.Duration {
-		h := newHarness(t, WithRandSource(rand.NewPCG(7, 7)), WithBreaker(100, time.Minute), WithBudget(6, time.Hour))
+		h := newHarness(t, WithRandSource(rand.NewPCG(7, 7)), WithoutBreaker(), WithoutRetryThrottle(), WithBudget(6, time.Hour))
 		h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
 		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
 		resp, err := h.tr.RoundTrip(req)

@@ -36,8 +36,12 @@ type config struct {
 	maxRetries     int
 	deadline       time.Duration
 	attemptTimeout time.Duration
+	breakerOn      bool
 	threshold      uint32
 	cooldown       time.Duration
+	throttleOn     bool
+	maxTokens      float64
+	tokenRatio     float64
 	log            *zap.Logger
 	sets           statusSets
 	clock          Clock
@@ -56,8 +60,12 @@ func defaultConfig() config {
 		cap:         DefaultBackoffCap,
 		maxRetries:  DefaultMaxRetries,
 		deadline:    DefaultDeadline,
+		breakerOn:   true,
 		threshold:   DefaultBreakerThreshold,
 		cooldown:    DefaultBreakerCooldown,
+		throttleOn:  true,
+		maxTokens:   DefaultThrottleMaxTokens,
+		tokenRatio:  DefaultThrottleTokenRatio,
 		log:         zap.NewNop(),
 		sets:        defaultStatusSets,
 		clock:       systemClock{},
@@ -120,8 +128,41 @@ func WithBreaker(threshold uint32, cooldown time.Duration) Option {
 			c.invalid("WithBreaker(%d, %v): want threshold > 0 and cooldown > 0", threshold, cooldown)
 			return
 		}
-		c.threshold, c.cooldown = threshold, cooldown
+		c.breakerOn, c.threshold, c.cooldown = true, threshold, cooldown
 	})
+}
+
+// WithoutBreaker turns the per-host circuit breaker off: calls to a host
+// that is down are still bounded by the budget and the retry throttle, but
+// none is short-circuited. For pipelines that break circuits elsewhere.
+func WithoutBreaker() Option {
+	return optionFunc(func(c *config) { c.breakerOn = false })
+}
+
+// WithRetryThrottle sets the per-host retry throttle (gRFC A6): a bucket of
+// maxTokens tokens, shared by all calls of the Transport to one host. Each
+// transient failure takes one token, each 1xx-3xx response gives back
+// tokenRatio, and retries are refused while the bucket holds maxTokens/2 or
+// less; a refused retry ends the call at once as DeadLetter
+// ("retry_throttled"). Terminal answers and cancellations leave the bucket
+// as it is. Defaults DefaultThrottleMaxTokens and
+// DefaultThrottleTokenRatio. maxTokens must be in (0, 1000] and tokenRatio
+// in [0.001, maxTokens]; tokens are counted in thousandths.
+func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
+	return optionFunc(func(c *config) {
+		if !(maxTokens > 0 && maxTokens <= 1000 && tokenRatio >= 0.001 && tokenRatio <= maxTokens) {
+			c.invalid("WithRetryThrottle(%v, %v): want 0 < maxTokens <= 1000 and 0.001 <= tokenRatio <= maxTokens", maxTokens, tokenRatio)
+			return
+		}
+		c.throttleOn, c.maxTokens, c.tokenRatio = true, maxTokens, tokenRatio
+	})
+}
+
+// WithoutRetryThrottle turns the per-host retry throttle off, leaving each
+// call its own budget and nothing that bounds retries across calls. Only
+// for a funder that can absorb a fleet retrying at once.
+func WithoutRetryThrottle() Option {
+	return optionFunc(func(c *config) { c.throttleOn = false })
 }
 
 // WithLogger sets the audit logger. The default, zap.NewNop(), writes

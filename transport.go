@@ -23,13 +23,13 @@ const maxDrain = 4 << 10
 // for concurrent use by multiple goroutines and never changes after New,
 // except for its per-host circuit breakers.
 type Transport struct {
-	next    http.RoundTripper
-	cfg     config
-	err     error // from invalid options; every call returns it
-	log     *zap.Logger
-	sets    statusSets
-	clock   Clock
-	breaker *breakers
+	next  http.RoundTripper
+	cfg   config
+	err   error // from invalid options; every call returns it
+	log   *zap.Logger
+	sets  statusSets
+	clock Clock
+	hosts *hosts
 }
 
 // New returns a Transport that sends through next, or through
@@ -47,13 +47,13 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		next = cleanhttp.DefaultPooledTransport()
 	}
 	return &Transport{
-		next:    next,
-		cfg:     cfg,
-		err:     cfg.configError(),
-		log:     cfg.log,
-		sets:    cfg.sets,
-		clock:   cfg.clock,
-		breaker: &breakers{threshold: cfg.threshold, cooldown: cfg.cooldown},
+		next:  next,
+		cfg:   cfg,
+		err:   cfg.configError(),
+		log:   cfg.log,
+		sets:  cfg.sets,
+		clock: cfg.clock,
+		hosts: &hosts{cfg: &cfg},
 	}
 }
 
@@ -95,7 +95,7 @@ type call struct {
 	ctx    context.Context
 	base   *http.Request // the clone every attempt is copied from
 	p      *payload
-	hb     *hostBreaker
+	host   *hostState
 	budget callBudget
 	start  time.Time // on the Clock
 
@@ -188,7 +188,7 @@ func (c *call) prepare() error {
 		}
 	}
 	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
-	c.hb = t.breaker.get(hostKey(req.URL))
+	c.host = t.hosts.get(hostKey(req.URL))
 	return nil
 }
 
@@ -228,8 +228,8 @@ type decision struct {
 
 func (c *call) loop() (*http.Response, error) {
 	for {
-		done, err := c.hb.cb.Allow()
-		c.t.logBreakerChanges(c.hb)
+		done, err := c.host.breaker.allow()
+		c.t.logBreakerChanges(c.host.breaker)
 		if err != nil {
 			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
 			return nil, c.finishErr(err)
@@ -248,7 +248,8 @@ func (c *call) loop() (*http.Response, error) {
 
 		v, disp, stop := c.verdict(a.resp, a.err)
 		done(breakerVerdict(a.err, v, disp))
-		c.t.logBreakerChanges(c.hb)
+		c.t.logBreakerChanges(c.host.breaker)
+		c.throttleVerdict(a.resp, v, disp)
 
 		d := decision{disp: disp, stop: stop}
 		if disp == "" {
@@ -376,6 +377,19 @@ func breakerVerdict(err error, v Classification, disp Disposition) error {
 	return nil
 }
 
+// throttleVerdict moves the host's retry throttle: a transient failure
+// takes a token, a 1xx-3xx response gives some back, and anything else
+// (terminal answers, the caller's cancellation) leaves it be.
+func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Disposition) {
+	switch {
+	case disp == Canceled:
+	case v.Retryable:
+		c.host.throttle.onFailure()
+	case resp != nil && resp.StatusCode < 400:
+		c.host.throttle.onSuccess()
+	}
+}
+
 // decide settles whether a transient failure is retried, and after how long.
 func (c *call) decide(resp *http.Response) decision {
 	if !c.p.replayable() {
@@ -395,10 +409,13 @@ func (c *call) decide(resp *http.Response) decision {
 	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
 		return decision{stop: stop, disp: DeadLetter}
 	}
-	if c.hb.isOpen() {
+	if !c.host.throttle.allowRetry() {
+		return decision{stop: StopThrottled, disp: DeadLetter}
+	}
+	if c.host.breaker.isOpen() {
 		// The breaker opened, on this failure or another call's: do not
 		// wait for an attempt it will refuse.
-		c.t.logBreakerChanges(c.hb)
+		c.t.logBreakerChanges(c.host.breaker)
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}
 	return decision{retry: true, wait: wait, waitSource: src}

@@ -66,7 +66,7 @@ func TestFlakyFunderSucceedsOnThirdAttempt(t *testing.T) {
 func TestAlways503DeadLettersWithLastResponse(t *testing.T) {
 	for _, maxRetries := range []int{0, 1, 4, 7} {
 		h := newHarness(t, WithBudget(maxRetries, time.Hour), WithBackoff(time.Millisecond, time.Second),
-			WithBreaker(100, time.Minute))
+			WithoutBreaker(), WithoutRetryThrottle())
 		h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
 		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
 

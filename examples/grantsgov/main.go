@@ -96,9 +96,10 @@ func script() map[string][]fault {
 }
 
 // transportOptions keeps the demo short: 20ms-200ms backoff instead of the
-// 500ms-30s default, and 3 retries so the outage dead-letters after 4
-// attempts, one short of the default breaker threshold of 5; the demo then
-// shows every disposition but circuit_open.
+// 500ms-30s default. The rest is the default policy, so the outage at the
+// end shows the per-host retry throttle at work: the earlier faults have
+// half drained the host's bucket, and the outage's retries are refused
+// before the call's own budget of 3 is spent.
 func transportOptions(log *zap.Logger) []grantretry.Option {
 	return []grantretry.Option{
 		grantretry.WithLogger(log),

@@ -76,7 +76,10 @@ func TestDispositions(t *testing.T) {
 		"GRANT-2026-0003": {grantretry.Succeeded, grantretry.StopSuccess, 2, 201},
 		"GRANT-2026-0004": {grantretry.Succeeded, grantretry.StopSuccess, 2, 201},
 		"GRANT-2026-0005": {grantretry.FailedTerminal, grantretry.StopTerminal, 1, 422},
-		"GRANT-2026-0006": {grantretry.DeadLetter, grantretry.StopRetriesSpent, 4, 503},
+		// The earlier faults took 4 of the host's 10 retry-throttle tokens
+		// and 4 successes gave 0.4 back: two more failures bring it to
+		// 4.4, at or below half, so the outage's second retry is refused.
+		"GRANT-2026-0006": {grantretry.DeadLetter, grantretry.StopThrottled, 2, 503},
 	}
 	for _, r := range results {
 		w, o := want[r.app.ID], r.outcome
