@@ -1,0 +1,141 @@
+// Command grantretry holds the tools that come with the grantretry library,
+// one subcommand each:
+//
+//	grantretry sim [flags]    run the storm simulator (see docs/choosing-budgets.md)
+//
+// "grantretry help" lists the subcommands and "grantretry <command> -help"
+// gives a subcommand's flags. Errors are written to standard error as
+// "grantretry: <command>: ...". The exit status is 0 on success, 1 when
+// the command failed and 2 when it was called wrongly.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// command is one subcommand. run gets the arguments after the command's
+// name; it returns a usageError when it was called wrongly, and
+// flag.ErrHelp once it has printed its help.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+// commands are the subcommands, in the order "help" lists them.
+var commands = []command{
+	{name: "sim", summary: "run the storm simulator: retry policies against a funder that goes down", run: runSim},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and turns its error into an exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	if isHelp(name) {
+		if len(args) > 1 {
+			return run([]string{args[1], "-help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	}
+	cmd, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "grantretry: unknown command %q\n\n", name)
+		usage(stderr)
+		return exitUsage
+	}
+	err := cmd.run(args[1:], stdout, stderr)
+	var uerr usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "grantretry: %s: %v\nRun 'grantretry %s -help' for its flags.\n", name, uerr.err, name)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "grantretry: %s: %v\n", name, err)
+		return exitFailure
+	}
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("Usage: grantretry <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'grantretry <command> -help' for a command's flags.\n")
+	io.WriteString(w, b.String())
+}
+
+// usageError is a command called wrongly: a bad flag or argument.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// newFlagSet returns a flag set that reports errors to its caller instead
+// of printing them, so run writes every message in one form.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("grantretry "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args into fs. On -help it writes synopsis and the
+// flags to stdout and returns flag.ErrHelp; it accepts no positional
+// argument.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(stdout, synopsis+"\nFlags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return flag.ErrHelp
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDispatch(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string // a substring of standard output, if not ""
+		stderr     string // a substring of standard error, if not ""
+		quietOnErr bool   // nothing on standard error
+	}{
+		{name: "no command", args: nil, code: exitUsage, stderr: "Usage: grantretry <command>"},
+		{name: "help", args: []string{"help"}, code: exitOK, stdout: "sim ", quietOnErr: true},
+		{name: "-h", args: []string{"-h"}, code: exitOK, stdout: "Commands:", quietOnErr: true},
+		{name: "help sim", args: []string{"help", "sim"}, code: exitOK, stdout: "-workers", quietOnErr: true},
+		{name: "unknown command", args: []string{"audit-everything"}, code: exitUsage, stderr: `grantretry: unknown command "audit-everything"`},
+		{name: "sim -help", args: []string{"sim", "-help"}, code: exitOK, stdout: "Usage: grantretry sim [flags]", quietOnErr: true},
+		{name: "sim --help", args: []string{"sim", "--help"}, code: exitOK, stdout: "-throttle", quietOnErr: true},
+		{name: "unknown flag", args: []string{"sim", "-bogus"}, code: exitUsage, stderr: "grantretry: sim: flag provided but not defined: -bogus"},
+		{name: "positional argument", args: []string{"sim", "extra"}, code: exitUsage, stderr: `grantretry: sim: unexpected argument "extra"`},
+		{name: "bad throttle", args: []string{"sim", "-throttle", "lots"}, code: exitUsage, stderr: "grantretry: sim: invalid value"},
+		{name: "bad breaker", args: []string{"sim", "-breaker", "5,soon"}, code: exitUsage, stderr: "grantretry: sim: invalid value"},
+		{name: "bad policy", args: []string{"sim", "-policies", "naive,yolo"}, code: exitUsage, stderr: `unknown policy "yolo"`},
+		{name: "invalid scenario", args: []string{"sim", "-capacity", "0"}, code: exitUsage, stderr: "grantretry: sim: capacity 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", tc.stdout, stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, stderr.String())
+			}
+			if tc.quietOnErr && stderr.Len() > 0 {
+				t.Errorf("stderr not empty:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestThrottleAndBreakerFlags(t *testing.T) {
+	var stdout bytes.Buffer
+	fs := newFlagSet("sim")
+	f := newSimFlags(fs)
+	err := parseFlags(fs, []string{"-throttle", "20, 0.5", "-breaker", "3,2m"}, simSynopsis, &stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := f.sc; !sc.Throttle || sc.MaxTokens != 20 || sc.TokenRatio != 0.5 || !sc.Breaker || sc.Threshold != 3 || sc.Cooldown.Minutes() != 2 {
+		t.Errorf("parsed %+v", sc)
+	}
+	if f.throttle.String() != "20,0.5" || f.breaker.String() != "3,2m0s" {
+		t.Errorf("flags print as %q and %q", f.throttle.String(), f.breaker.String())
+	}
+	if err := parseFlags(fs, []string{"-throttle", "off", "-breaker", "off"}, simSynopsis, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	if f.sc.Throttle || f.sc.Breaker || f.throttle.String() != "off" || f.breaker.String() != "off" {
+		t.Errorf("off: throttle %v (%s), breaker %v (%s)", f.sc.Throttle, &f.throttle, f.sc.Breaker, &f.breaker)
+	}
+}
+
+func TestCommandLineQuotes(t *testing.T) {
+	got := commandLine("grantretry sim", []string{"-md", "my report.md", "-svg", "", "-seed", "2"})
+	if want := `grantretry sim -md 'my report.md' -svg '' -seed 2`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// A short run of two policies prints both tables and the targets, and
+// writes a Markdown file with both tables and an SVG that parses.
+func TestSimWritesReports(t *testing.T) {
+	dir := t.TempDir()
+	md, svg := filepath.Join(dir, "run.md"), filepath.Join(dir, "run.svg")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim",
+		"-policies", "naive,default", "-workers", "8", "-capacity", "10",
+		"-outage-start", "5s", "-outage", "10s", "-run", "25s", "-scale", "50",
+		"-md", md, "-svg", svg}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "targets of issue 3", "wrote " + md} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "sim: running naive") {
+		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	}
+
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(doc), "\n| grantretry defaults |"); n != 2 {
+		t.Errorf("the default policy has %d rows in the Markdown, want 2:\n%s", n, doc)
+	}
+	if !strings.Contains(string(doc), "`go run ./cmd/grantretry sim -policies naive,default") {
+		t.Errorf("the Markdown does not quote the command:\n%s", doc)
+	}
+
+	pic, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(pic))
+	var lines int
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG does not parse: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	if lines != 2 {
+		t.Errorf("SVG has %d lines, want 2", lines)
+	}
+}
+
+// An output path in a missing directory fails before anything runs.
+func TestSimRefusesUnwritableOutput(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "-policies", "default", "-workers", "4", "-capacity", "5",
+		"-outage-start", "2s", "-outage", "3s", "-run", "6s", "-scale", "100",
+		"-md", filepath.Join(t.TempDir(), "missing", "run.md"), "-svg", ""}, &stdout, &stderr)
+	if code != exitFailure || !strings.HasPrefix(stderr.String(), "grantretry: sim: cannot write ") {
+		t.Errorf("exit status %d, stderr:\n%s", code, stderr.String())
+	}
+}

@@ -1,0 +1,213 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// simClock maps real time onto simulated time: the run starts at 0, and
+// each real nanosecond is Scale simulated ones. Safe for concurrent use; it
+// never changes.
+type simClock struct {
+	start time.Time
+	scale float64
+}
+
+// now is the simulated time since the start of the run.
+func (c simClock) now() time.Duration {
+	return time.Duration(float64(time.Since(c.start)) * c.scale)
+}
+
+// application is the body a worker submits.
+type application struct {
+	SubmissionID string `json:"submission_id"`
+	Title        string `json:"title"`
+	Amount       int    `json:"amount_requested"`
+}
+
+// funder is the simulated funder API: one endpoint, POST /applications.
+// In turn, for each request:
+//
+//   - it counts the arrival, in the simulated second it falls in;
+//   - during the outage it answers 503 at once, with no Retry-After and
+//     nothing recorded, as a portal whose backend is down does behind its
+//     load balancer;
+//   - past Capacity requests in the current simulated second it answers
+//     429, again with no Retry-After (it could only say whole real seconds,
+//     hundreds of simulated ones) and nothing recorded;
+//   - otherwise it records the application, unless the request's
+//     Idempotency-Key was seen before (then it replays 200 instead of
+//     answering 201), works on it for Latency, and answers. If the outage
+//     began meanwhile, the connection is dropped instead: the application
+//     is recorded and the answer lost, the case that duplicates a
+//     submission sent again without a key.
+//
+// It counts effects per submission id, read from the body, so duplicates
+// are counted whether or not the client sent a key. Safe for concurrent
+// use: counters are atomic and mu guards the ledger.
+type funder struct {
+	sc  Scenario
+	clk simClock
+
+	arrivals []atomic.Int64 // per simulated second; the last one also takes later arrivals
+	admitted []atomic.Int64 // arrivals outside the outage, per simulated second
+	inOutage atomic.Int64   // arrivals during the outage
+
+	mu      sync.Mutex
+	keys    map[string]bool // Idempotency-Keys recorded
+	effects map[string]int  // applications recorded, per submission id
+}
+
+func newFunder(sc Scenario, clk simClock) *funder {
+	// Calls may run past the end of the run by at most the call guard.
+	n := int((sc.Run+sc.callGuard())/time.Second) + 2
+	return &funder{
+		sc:       sc,
+		clk:      clk,
+		arrivals: make([]atomic.Int64, n),
+		admitted: make([]atomic.Int64, n),
+		keys:     make(map[string]bool),
+		effects:  make(map[string]int),
+	}
+}
+
+func (f *funder) second(t time.Duration) int {
+	return min(max(int(t/time.Second), 0), len(f.arrivals)-1)
+}
+
+func (f *funder) down(t time.Duration) bool {
+	return t >= f.sc.OutageStart && t < f.sc.OutageEnd()
+}
+
+func (f *funder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := f.clk.now()
+	sec := f.second(now)
+	f.arrivals[sec].Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if f.down(now) {
+		f.inOutage.Add(1)
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if f.admitted[sec].Add(1) > int64(f.sc.Capacity) {
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
+		return
+	}
+	var app application
+	if err != nil || r.Method != http.MethodPost || json.Unmarshal(body, &app) != nil || app.SubmissionID == "" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	replay := f.record(r.Header.Get(grantretry.HeaderIdempotencyKey), app.SubmissionID)
+	if !sleep(r.Context(), f.sc.realTime(f.sc.Latency)) {
+		return
+	}
+	if f.down(f.clk.now()) {
+		f.dropConnection(w)
+		return
+	}
+	if replay {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+// record applies one application, unless its key was recorded before, and
+// reports whether it was a replay.
+func (f *funder) record(key, id string) (replay bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if key != "" {
+		if f.keys[key] {
+			return true
+		}
+		f.keys[key] = true
+	}
+	f.effects[id]++
+	return false
+}
+
+// dropConnection closes the connection without an answer.
+func (f *funder) dropConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (never on HTTP/1.1): aborting the handler drops
+		// the connection too.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// ledger returns how many applications were recorded, and how many of
+// those were the same submission recorded again.
+func (f *funder) ledger() (recorded, duplicates int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.effects {
+		recorded += n
+		duplicates += n - 1
+	}
+	return recorded, duplicates
+}
+
+// perSecond returns the arrivals of each simulated second of the run.
+func (f *funder) perSecond(run time.Duration) []int64 {
+	n := min(int((run+time.Second-1)/time.Second), len(f.arrivals))
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = f.arrivals[i].Load()
+	}
+	return out
+}
+
+func (f *funder) total() int64 {
+	var n int64
+	for i := range f.arrivals {
+		n += f.arrivals[i].Load()
+	}
+	return n
+}
+
+// serve starts the funder on an ephemeral port of 127.0.0.1, and returns
+// its URL and a function that stops it.
+func serve(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln) // returns ErrServerClosed once stop is called
+	}()
+	stop = func() {
+		srv.Close()
+		<-done
+	}
+	return "http://" + ln.Addr().String() + "/applications", stop, nil
+}
+
+// sleep waits d, or until ctx is done; it reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
