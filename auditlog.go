@@ -109,10 +109,7 @@ func (c *call) logDisposition(cause error) {
 	if cause != nil {
 		errText = redactError(cause, c.req)
 	}
-	sum, size, whyNot := "", int64(-1), ""
-	if c.p != nil {
-		sum, size, whyNot = hex.EncodeToString(c.p.sum), c.p.size, c.p.whyNotRe
-	}
+	sum, size, whyNot := hex.EncodeToString(c.p.sum), c.p.size, c.p.whyNotRe
 	ce.Write(append(c.callFields(10),
 		zap.String(FieldDisposition, string(c.out.Disposition)),
 		zap.Int(FieldAttempts, c.out.Attempts),

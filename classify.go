@@ -32,11 +32,14 @@ type Classification struct {
 	Reason    string
 }
 
-// statusSets holds the transient and terminal status codes of one Transport.
-// It is built once by New and never changes afterwards.
+// statusSets holds the transient and terminal status codes of one Transport,
+// and the verdict on every status from 100 to 599, worked out once so the
+// hot path builds no reason string. It is built by New and never changes
+// afterwards.
 type statusSets struct {
 	transient map[int]bool
 	terminal  map[int]bool
+	verdicts  *[600]Classification
 }
 
 func newStatusSets(transient, terminal []int) statusSets {
@@ -46,6 +49,10 @@ func newStatusSets(transient, terminal []int) statusSets {
 	}
 	for _, c := range terminal {
 		s.terminal[c] = true
+	}
+	s.verdicts = new([600]Classification)
+	for code := 100; code < len(s.verdicts); code++ {
+		s.verdicts[code] = s.classifyStatus(code)
 	}
 	return s
 }
@@ -73,6 +80,13 @@ func (s statusSets) classify(status int, err error) Classification {
 	if err != nil {
 		return classifyError(err)
 	}
+	if status >= 100 && status < len(s.verdicts) {
+		return s.verdicts[status]
+	}
+	return s.classifyStatus(status)
+}
+
+func (s statusSets) classifyStatus(status int) Classification {
 	switch {
 	case status >= 100 && status < 400:
 		return Classification{Retryable: false, Reason: "ok:" + strconv.Itoa(status)}

@@ -14,18 +14,35 @@ type hostState struct {
 	throttle *retryThrottle
 }
 
-// hosts maps a host key to its state, created lazily. Safe for concurrent
-// use: the map is a sync.Map, and state built by a goroutine that loses the
-// LoadOrStore race is dropped (it holds no goroutine or timer). The map
-// grows with the number of distinct hosts a Transport calls, which for a
-// grant pipeline is its handful of funders.
+// hosts maps a host to its state, created lazily. Safe for concurrent use:
+// the maps are sync.Maps, and state built by a goroutine that loses the
+// LoadOrStore race is dropped (it holds no goroutine or timer). The maps
+// grow with the number of distinct hosts, and spellings of them, a
+// Transport calls: for a grant pipeline, its handful of funders.
 type hosts struct {
-	m   sync.Map // hostKey -> *hostState
-	cfg *config
+	byKey   sync.Map // hostKey -> *hostState
+	byAlias sync.Map // rawHost (the URL's own spelling) -> *hostState
+	cfg     *config
 }
 
+// rawHost is a URL's scheme and host as written: a map key that costs no
+// allocation to build, unlike the normalised hostKey.
+type rawHost struct{ scheme, host string }
+
+// forURL returns the state of u's host.
+func (h *hosts) forURL(u *url.URL) *hostState {
+	raw := rawHost{u.Scheme, u.Host}
+	if v, ok := h.byAlias.Load(raw); ok {
+		return v.(*hostState)
+	}
+	hs := h.get(hostKey(u))
+	h.byAlias.Store(raw, hs)
+	return hs
+}
+
+// get returns the state of the host with the given key.
 func (h *hosts) get(key string) *hostState {
-	if v, ok := h.m.Load(key); ok {
+	if v, ok := h.byKey.Load(key); ok {
 		return v.(*hostState)
 	}
 	hs := &hostState{}
@@ -35,7 +52,7 @@ func (h *hosts) get(key string) *hostState {
 	if h.cfg.throttleOn {
 		hs.throttle = newRetryThrottle(h.cfg.maxTokens, h.cfg.tokenRatio)
 	}
-	v, _ := h.m.LoadOrStore(key, hs)
+	v, _ := h.byKey.LoadOrStore(key, hs)
 	return v.(*hostState)
 }
 

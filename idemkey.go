@@ -114,9 +114,9 @@ func idempotentMethod(m string) bool {
 // be. It belongs to one RoundTrip and is never shared.
 type payload struct {
 	orig     io.ReadCloser                 // the caller's body, nil or http.NoBody when empty
+	first    io.ReadCloser                 // a body too large to buffer, sent once
 	buf      []byte                        // a buffered body, replayed from memory
 	getBody  func() (io.ReadCloser, error) // the caller's GetBody
-	once     io.ReadCloser                 // a body too large to buffer, sent once
 	size     int64                         // bytes, or -1 when not read
 	sum      []byte                        // SHA-256 of the bytes, when computed
 	key      string                        // derived Idempotency-Key, if any
@@ -131,12 +131,12 @@ func (p *payload) empty() bool {
 	return p.orig == nil || p.orig == http.NoBody
 }
 
-// readPayload takes ownership of r.Body: from here on the Transport closes
-// it. It makes the body replayable (GetBody, or a buffer up to limit), and
-// in the same pass computes what the call needs: the derived key when
-// keyPrefix is not empty, and the payload's SHA-256 when wantSum is set.
-func readPayload(r *http.Request, limit int64, keyPrefix string, wantSum bool) (*payload, error) {
-	p := &payload{orig: r.Body, size: -1}
+// read takes ownership of r.Body: from here on the Transport closes it. It
+// makes the body replayable (GetBody, or a buffer up to limit), and in the
+// same pass computes what the call needs: the derived key when keyPrefix is
+// not empty, and the payload's SHA-256 when wantSum is set.
+func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum bool) error {
+	p.orig, p.size = r.Body, -1
 	var keyH, sumH hash.Hash
 	if keyPrefix != "" {
 		keyH = sha256.New()
@@ -158,20 +158,23 @@ func readPayload(r *http.Request, limit int64, keyPrefix string, wantSum bool) (
 	case p.empty():
 		p.size = 0
 		finish()
-		return p, nil
+		return nil
 	case r.GetBody != nil:
+		// Every attempt, and the hashes, read fresh copies from GetBody,
+		// so the caller's body is closed now: an inner transport that
+		// forgets to close what it is sent cannot leak it.
 		p.getBody = r.GetBody
-		r.Body.Close() // every attempt reads from GetBody instead
+		r.Body.Close()
 		if keyH == nil && sumH == nil {
-			return p, nil
+			return nil
 		}
 		n, err := hashBody(r.GetBody, keyH, sumH)
 		if err != nil {
-			return p, err
+			return err
 		}
 		p.size = n
 		finish()
-		return p, nil
+		return nil
 	}
 
 	// No GetBody: buffer up to limit, and one byte more to learn whether
@@ -183,15 +186,15 @@ func readPayload(r *http.Request, limit int64, keyPrefix string, wantSum bool) (
 	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		r.Body.Close()
-		return p, fmt.Errorf("grantretry: reading request body: %w", err)
+		return fmt.Errorf("grantretry: reading request body: %w", err)
 	}
 	if n > limit {
-		p.once = struct {
+		p.first = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(b.Bytes()), r.Body), r.Body}
 		p.whyNotRe = fmt.Sprintf("body over the %d-byte replay limit and no GetBody", limit)
-		return p, nil
+		return nil
 	}
 	r.Body.Close()
 	p.buf = b.Bytes()
@@ -206,23 +209,27 @@ func readPayload(r *http.Request, limit int64, keyPrefix string, wantSum bool) (
 		sumH.Write(p.buf)
 	}
 	finish()
-	return p, nil
+	return nil
 }
 
-// hashBody reads one copy of the body from getBody into the hashes.
-func hashBody(getBody func() (io.ReadCloser, error), hs ...hash.Hash) (int64, error) {
+// hashBody reads one copy of the body from getBody into the hashes that are
+// not nil.
+func hashBody(getBody func() (io.ReadCloser, error), a, b hash.Hash) (int64, error) {
 	rc, err := getBody()
 	if err != nil {
 		return 0, fmt.Errorf("grantretry: GetBody: %w", err)
 	}
 	defer rc.Close()
-	var ws []io.Writer
-	for _, h := range hs {
-		if h != nil {
-			ws = append(ws, h)
-		}
+	var w io.Writer
+	switch {
+	case a != nil && b != nil:
+		w = io.MultiWriter(a, b)
+	case a != nil:
+		w = a
+	default:
+		w = b
 	}
-	n, err := io.Copy(io.MultiWriter(ws...), rc)
+	n, err := io.Copy(w, rc)
 	if err != nil {
 		return n, fmt.Errorf("grantretry: reading request body from GetBody: %w", err)
 	}
@@ -235,30 +242,35 @@ var errBodySpent = errors.New("grantretry: request body is not replayable and wa
 
 // body returns a fresh copy of the body for one attempt.
 func (p *payload) body() (io.ReadCloser, error) {
+	if rc := p.first; rc != nil {
+		p.first = nil
+		return rc, nil
+	}
 	switch {
 	case p.empty():
 		return p.orig, nil
 	case p.buf != nil:
-		return io.NopCloser(bytes.NewReader(p.buf)), nil
+		return p.replay()
 	case p.getBody != nil:
 		rc, err := p.getBody()
 		if err != nil {
 			return nil, fmt.Errorf("%w: GetBody failed: %w", ErrInvalidRequest, err)
 		}
 		return rc, nil
-	case p.once != nil:
-		rc := p.once
-		p.once = nil
-		return rc, nil
 	}
 	return nil, errBodySpent
 }
 
-// close releases a body that was never handed to an attempt.
+// replay returns the buffered body; it is the GetBody of a buffered request.
+func (p *payload) replay() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(p.buf)), nil
+}
+
+// close releases the caller's body if no attempt took it.
 func (p *payload) close() {
-	if p.once != nil {
-		p.once.Close()
-		p.once = nil
+	if p.first != nil {
+		p.first.Close()
+		p.first = nil
 	}
 }
 

@@ -94,7 +94,7 @@ type call struct {
 	req    *http.Request // the caller's, never modified
 	ctx    context.Context
 	base   *http.Request // the clone every attempt is copied from
-	p      *payload
+	p      payload
 	host   *hostState
 	budget callBudget
 	start  time.Time // on the Clock
@@ -103,8 +103,12 @@ type call struct {
 	callCancel context.CancelCauseFunc
 	callTimer  *time.Timer // ends callCtx at the budget deadline; nil if ctx ends first
 
-	holder *outcomeHolder
-	out    Outcome
+	// The call's outcome context and, once a response is returned, its
+	// body: parts of the call so that they cost no allocation of their own.
+	octx  outcomeCtx
+	rbody releaseOnClose
+	stopAttempt func(release bool) // of the attempt whose response is returned
+	out         Outcome
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
@@ -113,6 +117,7 @@ type call struct {
 // response and an *Error. It never modifies req, and always closes its body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &call{t: t, req: req}
+	c.p.size = -1
 	if err := c.prepare(); err != nil {
 		return nil, c.finishErr(err)
 	}
@@ -143,11 +148,11 @@ func (c *call) prepare() error {
 	c.ctx = req.Context()
 	c.start = t.clock.Now()
 
-	c.out.CorrelationID = req.Header.Get(HeaderCorrelationID)
+	c.out.CorrelationID = headerValue(req.Header, canonCorrelationID)
 	if c.out.CorrelationID == "" {
 		c.out.CorrelationID = NewCorrelationID()
 	}
-	callerKey := req.Header.Get(HeaderIdempotencyKey)
+	callerKey := headerValue(req.Header, canonIdempotencyKey)
 	keyPrefix := ""
 	if callerKey == "" && keyedMethod(req.Method) {
 		keyPrefix = id
@@ -155,9 +160,8 @@ func (c *call) prepare() error {
 			keyPrefix = implicitKeyPrefix(req)
 		}
 	}
-	p, err := readPayload(req, t.cfg.replayLimit, keyPrefix, t.log.Core().Enabled(zap.WarnLevel))
-	c.p = p
-	if err != nil {
+	p := &c.p
+	if err := p.read(req, t.cfg.replayLimit, keyPrefix, t.log.Core().Enabled(zap.WarnLevel)); err != nil {
 		c.out.StopReason = StopBodyReadFailure
 		return err
 	}
@@ -171,34 +175,77 @@ func (c *call) prepare() error {
 		return err
 	}
 	c.startContexts()
-	c.base = req.Clone(c.callCtx)
-	if c.base.Header == nil {
-		c.base.Header = make(http.Header)
-	}
-	c.base.Header.Set(HeaderCorrelationID, c.out.CorrelationID)
-	if c.out.IdempotencyKey != "" {
-		c.base.Header.Set(HeaderIdempotencyKey, c.out.IdempotencyKey)
-	}
+	// A shallow copy with its own headers: the URL and the rest are shared
+	// with the caller's request and never written.
+	c.base = req.WithContext(c.callCtx)
+	c.base.Header = stampedHeader(req.Header, c.out.CorrelationID, c.out.IdempotencyKey)
 	c.base.Body = nil
 	c.base.GetBody = nil
-	if p.replayable() && !p.empty() {
-		c.base.GetBody = p.body // lets net/http replay on a stale pooled connection
-		if p.buf != nil && c.base.ContentLength <= 0 {
+	switch {
+	case !p.replayable() || p.empty():
+	case p.getBody != nil:
+		c.base.GetBody = p.getBody // lets net/http replay on a stale pooled connection
+	default:
+		c.base.GetBody = p.replay
+		if c.base.ContentLength <= 0 {
 			c.base.ContentLength = int64(len(p.buf))
 		}
 	}
 	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
-	c.host = t.hosts.get(hostKey(req.URL))
+	c.host = t.hosts.forURL(req.URL)
 	return nil
 }
 
+// Canonical forms of the header names, used as map keys directly so that
+// stamping a request canonicalises nothing.
+var (
+	canonCorrelationID  = http.CanonicalHeaderKey(HeaderCorrelationID)
+	canonIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
+)
+
+// headerValue is h.Get(canonicalKey) without canonicalising the key again
+// (which allocates when the spelling is not canonical).
+func headerValue(h http.Header, canonicalKey string) string {
+	if vs := h[canonicalKey]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// stampedHeader copies h and sets the call's correlation id and key (if
+// any) on the copy, in two allocations: the map, and one slice that backs
+// every value.
+func stampedHeader(h http.Header, corr, key string) http.Header {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	out := make(http.Header, len(h)+2)
+	vals := make([]string, 0, n+2)
+	for k, vs := range h {
+		if vs == nil {
+			out[k] = nil
+			continue
+		}
+		start := len(vals)
+		vals = append(vals, vs...)
+		out[k] = vals[start:len(vals):len(vals)]
+	}
+	vals = append(vals, corr)
+	out[canonCorrelationID] = vals[len(vals)-1 : len(vals) : len(vals)]
+	if key != "" {
+		vals = append(vals, key)
+		out[canonIdempotencyKey] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	return out
+}
+
 // startContexts derives the context every attempt runs under: the caller's,
-// ended also at the budget deadline, and carrying the outcome holder that
-// OutcomeOf reads from the response.
+// ended also at the budget deadline, and carrying the outcome that OutcomeOf
+// reads from the response.
 func (c *call) startContexts() {
-	c.holder = &outcomeHolder{}
-	ctx := context.WithValue(c.ctx, outcomeKey{}, c.holder)
-	c.callCtx, c.callCancel = context.WithCancelCause(ctx)
+	c.octx.Context = c.ctx
+	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
 	limit := c.t.cfg.deadline
 	if d, ok := c.ctx.Deadline(); !ok || time.Until(d) > limit {
 		cancel := c.callCancel
@@ -241,9 +288,14 @@ func (c *call) loop() (*http.Response, error) {
 			c.out.StopReason = StopBodyReadFailure
 			return nil, c.finishErr(err)
 		}
-		sent := time.Now()
+		// Reading the time costs more than the rest of a success path's
+		// bookkeeping on some machines: only the audit trail needs it.
+		logging := c.t.log.Core().Enabled(zap.InfoLevel)
+		var sent time.Time
+		if logging {
+			sent = time.Now()
+		}
 		a := c.attempt(body)
-		latency := time.Since(sent)
 		c.out.Attempts++
 
 		v, disp, stop := c.verdict(a.resp, a.err)
@@ -260,11 +312,13 @@ func (c *call) loop() (*http.Response, error) {
 		if a.resp != nil {
 			c.out.Status = a.resp.StatusCode
 		}
-		c.logAttempt(attemptRecord{
-			n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
-			wait: d.wait, waitSource: d.waitSource,
-			latency: latency, elapsed: c.t.clock.Now().Sub(c.start),
-		})
+		if logging {
+			c.logAttempt(attemptRecord{
+				n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
+				wait: d.wait, waitSource: d.waitSource,
+				latency: time.Since(sent), elapsed: c.t.clock.Now().Sub(c.start),
+			})
+		}
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
@@ -395,7 +449,7 @@ func (c *call) decide(resp *http.Response) decision {
 	if !c.p.replayable() {
 		return decision{stop: StopNotReplayable, disp: DeadLetter}
 	}
-	if !idempotentMethod(c.req.Method) && c.base.Header.Get(HeaderIdempotencyKey) == "" {
+	if !idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "" {
 		return decision{stop: StopNotIdempotent, disp: DeadLetter}
 	}
 	now := c.t.clock.Now()
@@ -439,30 +493,32 @@ func (c *call) interrupted(werr error) error {
 func (c *call) finishResp(a sentAttempt) (*http.Response, error) {
 	resp := a.resp
 	c.out.Elapsed = c.t.clock.Now().Sub(c.start)
-	c.holder.o = c.out
+	c.octx.o = &c.out
 	resp.Request = a.req
 	a.stop(false)
 	c.stopContexts(false)
-	release := func() {
-		a.stop(true)
-		c.stopContexts(true)
-	}
+	c.stopAttempt = a.stop
 	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
 		// An upgraded connection's body is also its writer: leave it
 		// unwrapped, and its lifetime to the caller's context.
-		release()
+		c.release()
 	} else {
-		resp.Body = &releaseOnClose{ReadCloser: resp.Body, release: release}
+		c.rbody.ReadCloser, c.rbody.c = resp.Body, c
+		resp.Body = &c.rbody
 	}
 	c.logDisposition(nil)
 	return resp, nil
 }
 
+// release ends the contexts of a call whose response was returned.
+func (c *call) release() {
+	c.stopAttempt(true)
+	c.stopContexts(true)
+}
+
 // finishErr ends a call that has no response to return.
 func (c *call) finishErr(cause error) error {
-	if c.p != nil {
-		c.p.close()
-	}
+	c.p.close()
 	c.stopContexts(true)
 	if !c.start.IsZero() {
 		c.out.Elapsed = c.t.clock.Now().Sub(c.start)
@@ -478,14 +534,14 @@ func (c *call) finishErr(cause error) error {
 // not before: cancelling earlier would cut off the body mid-read.
 type releaseOnClose struct {
 	io.ReadCloser
-	release func()
-	done    atomic.Bool
+	c    *call
+	done atomic.Bool
 }
 
 func (b *releaseOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	if b.done.CompareAndSwap(false, true) {
-		b.release()
+		b.c.release()
 	}
 	return err
 }
