@@ -105,8 +105,8 @@ type call struct {
 
 	// The call's outcome context and, once a response is returned, its
 	// body: parts of the call so that they cost no allocation of their own.
-	octx  outcomeCtx
-	rbody releaseOnClose
+	octx        outcomeCtx
+	rbody       releaseOnClose
 	stopAttempt func(release bool) // of the attempt whose response is returned
 	out         Outcome
 }
