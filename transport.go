@@ -463,14 +463,16 @@ func (c *call) decide(resp *http.Response) decision {
 	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
 		return decision{stop: stop, disp: DeadLetter}
 	}
-	if !c.host.throttle.allowRetry() {
-		return decision{stop: StopThrottled, disp: DeadLetter}
-	}
 	if c.host.breaker.isOpen() {
 		// The breaker opened, on this failure or another call's: do not
-		// wait for an attempt it will refuse.
+		// wait for an attempt it will refuse. It is checked before the
+		// throttle because when both trip at once, "the funder is down"
+		// is the more useful thing to tell the caller.
 		c.t.logBreakerChanges(c.host.breaker)
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
+	}
+	if !c.host.throttle.allowRetry() {
+		return decision{stop: StopThrottled, disp: DeadLetter}
 	}
 	return decision{retry: true, wait: wait, waitSource: src}
 }

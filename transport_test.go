@@ -813,8 +813,12 @@ func TestAttemptTimeoutIsTransient(t *testing.T) {
 func TestCallDeadlineEndsHungAttempt(t *testing.T) {
 	h := newHarness(t, WithBudget(3, 10*time.Millisecond))
 	h.mock.RegisterResponder(http.MethodGet, funderURL, func(r *http.Request) (*http.Response, error) {
-		<-r.Context().Done()
-		return nil, r.Context().Err()
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(5 * time.Second): // fail, don't hang, if the deadline is not applied
+			return nil, errors.New("the call's deadline never ended the attempt")
+		}
 	})
 	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
 	_, err := h.tr.RoundTrip(req)
