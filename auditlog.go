@@ -193,7 +193,10 @@ func redactError(err error, r *http.Request) string {
 	if u.RawQuery != "" {
 		secrets = append(secrets, u.RawQuery)
 		for _, vs := range u.Query() {
-			secrets = append(secrets, vs...)
+			for _, v := range vs {
+				// as decoded, and as another layer may have re-encoded it
+				secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
+			}
 		}
 	}
 	if u.User != nil {

@@ -26,7 +26,8 @@ import (
 //
 // The transport kinds are timeout, reset, refused, eof, dns, network
 // (transient) and canceled, deadline, tls_cert, tls, dns_not_found,
-// malformed_url, invalid_request (terminal).
+// malformed_url, invalid_request, no_response (terminal; the last is an
+// inner transport that returned neither a response nor an error).
 type Classification struct {
 	Retryable bool
 	Reason    string
@@ -118,6 +119,9 @@ func classifyError(err error) Classification {
 	}
 	if errors.Is(err, ErrInvalidRequest) {
 		return terminal("invalid_request")
+	}
+	if errors.Is(err, errNoResponse) {
+		return terminal("no_response")
 	}
 	if errors.Is(err, context.Canceled) {
 		return terminal("canceled")

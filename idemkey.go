@@ -254,7 +254,7 @@ func (p *payload) body() (io.ReadCloser, error) {
 	case p.getBody != nil:
 		rc, err := p.getBody()
 		if err != nil {
-			return nil, fmt.Errorf("%w: GetBody failed: %w", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("grantretry: GetBody failed: %w", err)
 		}
 		return rc, nil
 	}

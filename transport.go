@@ -21,7 +21,7 @@ const maxDrain = 4 << 10
 // Transport is an http.RoundTripper that makes calls to funder APIs safe to
 // retry. Build it with New; the zero value is not usable. A Transport is safe
 // for concurrent use by multiple goroutines and never changes after New,
-// except for its per-host circuit breakers.
+// except for its per-host circuit breakers and retry throttles.
 type Transport struct {
 	next  http.RoundTripper
 	cfg   config
@@ -68,8 +68,14 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // errCallDeadline is the cancellation cause when a call's budget deadline
-// ends an attempt in flight.
-var errCallDeadline = errors.New("grantretry: call deadline reached")
+// ends an attempt in flight or a wait, and then the call's cause: it is the
+// Transport's deadline, not the caller's, so it matches neither
+// context.Canceled nor context.DeadlineExceeded.
+var errCallDeadline = errors.New("call deadline reached")
+
+// errNoResponse stands in for the error of an inner transport that broke
+// the RoundTripper contract by returning neither a response nor an error.
+var errNoResponse = errors.New("grantretry: inner transport returned neither a response nor an error")
 
 // errAttemptTimeout is the cancellation cause when WithAttemptTimeout ends an
 // attempt.
@@ -146,7 +152,6 @@ func (c *call) prepare() error {
 		return err
 	}
 	c.ctx = req.Context()
-	c.start = t.clock.Now()
 
 	c.out.CorrelationID = headerValue(req.Header, canonCorrelationID)
 	if c.out.CorrelationID == "" {
@@ -165,10 +170,17 @@ func (c *call) prepare() error {
 		c.out.StopReason = StopBodyReadFailure
 		return err
 	}
+	if p.size >= 0 && req.ContentLength > 0 && p.size != req.ContentLength {
+		p.close()
+		return fmt.Errorf("%w: ContentLength %d but the body has %d bytes", ErrInvalidRequest, req.ContentLength, p.size)
+	}
 	c.out.IdempotencyKey = callerKey
 	if callerKey == "" {
 		c.out.IdempotencyKey = p.key
 	}
+	// The budget's deadline runs from the first attempt, not from reading
+	// a large body.
+	c.start = t.clock.Now()
 
 	if err := c.ctx.Err(); err != nil {
 		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
@@ -209,6 +221,12 @@ func headerValue(h http.Header, canonicalKey string) string {
 	if vs := h[canonicalKey]; len(vs) > 0 {
 		return vs[0]
 	}
+	// http.Header lets callers assign keys in any spelling.
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, canonicalKey) {
+			return vs[0]
+		}
+	}
 	return ""
 }
 
@@ -223,6 +241,9 @@ func stampedHeader(h http.Header, corr, key string) http.Header {
 	out := make(http.Header, len(h)+2)
 	vals := make([]string, 0, n+2)
 	for k, vs := range h {
+		if isStamped(k) {
+			continue // replaced below, in its canonical spelling only
+		}
 		if vs == nil {
 			out[k] = nil
 			continue
@@ -238,6 +259,12 @@ func stampedHeader(h http.Header, corr, key string) http.Header {
 		out[canonIdempotencyKey] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return out
+}
+
+// isStamped reports whether k, in any spelling, is a header the Transport
+// stamps on every attempt.
+func isStamped(k string) bool {
+	return strings.EqualFold(k, canonCorrelationID) || strings.EqualFold(k, canonIdempotencyKey)
 }
 
 // startContexts derives the context every attempt runs under: the caller's,
@@ -286,6 +313,11 @@ func (c *call) loop() (*http.Response, error) {
 		if err != nil {
 			done(errBreakerExcluded)
 			c.out.StopReason = StopBodyReadFailure
+			if c.out.Attempts == 0 {
+				return nil, c.finishErr(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+			}
+			// A retry could not be built: the work is still owed.
+			c.out.Disposition = DeadLetter
 			return nil, c.finishErr(err)
 		}
 		// Reading the time costs more than the rest of a success path's
@@ -295,7 +327,7 @@ func (c *call) loop() (*http.Response, error) {
 		if logging {
 			sent = time.Now()
 		}
-		a := c.attempt(body)
+		a := c.attemptGuarded(body, done)
 		c.out.Attempts++
 
 		v, disp, stop := c.verdict(a.resp, a.err)
@@ -326,7 +358,14 @@ func (c *call) loop() (*http.Response, error) {
 				return c.finishResp(a)
 			}
 			a.stop(true)
-			return nil, c.finishErr(a.err)
+			cause := a.err
+			if disp == DeadLetter {
+				// verdict says so only when the call's deadline cut the
+				// attempt short, whose own error is then the context's
+				// "canceled": say whose deadline it was.
+				cause = fmt.Errorf("%w; the attempt in flight ended with: %v", errCallDeadline, a.err)
+			}
+			return nil, c.finishErr(cause)
 		}
 
 		if a.resp != nil {
@@ -348,6 +387,27 @@ type sentAttempt struct {
 	resp *http.Response
 	err  error
 	stop func(release bool)
+}
+
+// attemptGuarded is attempt, made safe against a panic in the inner
+// transport: the breaker's slot is given back (a half-open breaker would
+// otherwise refuse the host for good), the call's timers and body are
+// released, and the panic goes on up, as gobreaker's own Execute does.
+func (c *call) attemptGuarded(body io.ReadCloser, done func(error)) sentAttempt {
+	ok := false
+	defer func() {
+		if !ok {
+			done(errBreakerExcluded)
+			if body != nil {
+				body.Close() // the inner transport may not have got to it
+			}
+			c.p.close()
+			c.stopContexts(true)
+		}
+	}()
+	a := c.attempt(body)
+	ok = true
+	return a
 }
 
 // attempt sends one attempt with the given body.
@@ -386,7 +446,7 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 		a.resp = nil
 	}
 	if a.err == nil && a.resp == nil {
-		a.err = errors.New("grantretry: inner transport returned neither a response nor an error")
+		a.err = errNoResponse
 	}
 	return a
 }
@@ -398,7 +458,7 @@ func (c *call) verdict(resp *http.Response, err error) (Classification, Disposit
 	if err == nil {
 		v := c.t.sets.classify(resp.StatusCode, nil)
 		switch {
-		case resp.StatusCode < 400:
+		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
 		case !v.Retryable:
 			return v, FailedTerminal, StopTerminal
@@ -439,7 +499,7 @@ func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Dispo
 	case disp == Canceled:
 	case v.Retryable:
 		c.host.throttle.onFailure()
-	case resp != nil && resp.StatusCode < 400:
+	case resp != nil && resp.StatusCode >= 100 && resp.StatusCode < 400:
 		c.host.throttle.onSuccess()
 	}
 }
@@ -576,7 +636,7 @@ func validateRequest(r *http.Request, id string, hasID bool) error {
 	if r.URL == nil {
 		return fmt.Errorf("%w: nil URL", ErrInvalidRequest)
 	}
-	switch strings.ToLower(r.URL.Scheme) {
+	switch r.URL.Scheme { // net/http takes these two spellings only
 	case "http", "https":
 	default:
 		return fmt.Errorf("%w: unsupported protocol scheme %q", ErrInvalidRequest, r.URL.Scheme)
@@ -586,6 +646,14 @@ func validateRequest(r *http.Request, id string, hasID bool) error {
 	}
 	if hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}") {
 		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, r.Method)
+	}
+	if (r.Body == nil || r.Body == http.NoBody) && r.ContentLength > 0 {
+		return fmt.Errorf("%w: ContentLength %d with no body", ErrInvalidRequest, r.ContentLength)
+	}
+	for k := range r.Trailer {
+		if !validHeaderName(k) {
+			return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
+		}
 	}
 	for k, vs := range r.Header {
 		if !validHeaderName(k) {
