@@ -1,7 +1,6 @@
 package grantretry
 
 import (
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"strings"
@@ -109,7 +108,7 @@ func (c *call) logDisposition(cause error) {
 	if cause != nil {
 		errText = redactError(cause, c.req)
 	}
-	sum, size, whyNot := hex.EncodeToString(c.p.sum), c.p.size, c.p.whyNotRe
+	sum, size, whyNot := c.p.sum, c.p.size, c.p.whyNotRe
 	ce.Write(append(c.callFields(10),
 		zap.String(FieldDisposition, string(c.out.Disposition)),
 		zap.Int(FieldAttempts, c.out.Attempts),

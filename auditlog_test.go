@@ -177,7 +177,24 @@ func TestNopLoggerSkipsPayloadHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.stopContexts(true)
-	if c.p.sum != nil {
+	if c.p.sum != "" {
 		t.Error("payload hashed for a logger that writes nothing")
+	}
+}
+
+// An empty body's digest is logged without hashing it, and is the real one.
+func TestEmptyBodyDigestIsLogged(t *testing.T) {
+	h := newHarness(t)
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	sum := sha256.Sum256(nil)
+	d := h.dispositionLines()
+	if len(d) != 1 || d[0].ContextMap()[FieldPayloadSHA256] != hex.EncodeToString(sum[:]) || d[0].ContextMap()[FieldPayloadBytes] != int64(0) {
+		t.Errorf("disposition lines %+v, want the empty body's SHA-256 and 0 bytes", d)
 	}
 }

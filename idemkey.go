@@ -110,6 +110,9 @@ func idempotentMethod(m string) bool {
 	return false
 }
 
+// emptySHA256 is the hex SHA-256 of no bytes.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // payload is the request body of one logical call, made replayable if it can
 // be. It belongs to one RoundTrip and is never shared.
 type payload struct {
@@ -118,7 +121,7 @@ type payload struct {
 	buf      []byte                        // a buffered body, replayed from memory
 	getBody  func() (io.ReadCloser, error) // the caller's GetBody
 	size     int64                         // bytes, or -1 when not read
-	sum      []byte                        // SHA-256 of the bytes, when computed
+	sum      string                        // hex SHA-256 of the bytes, when computed
 	key      string                        // derived Idempotency-Key, if any
 	whyNotRe string                        // why the body is not replayable, "" if it is
 }
@@ -142,15 +145,18 @@ func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum b
 		keyH = sha256.New()
 		io.WriteString(keyH, keyPrefix)
 	}
-	if wantSum {
+	if wantSum && !p.empty() {
 		sumH = sha256.New()
+	} else if wantSum {
+		p.sum = emptySHA256 // nothing to hash
 	}
 	finish := func() {
 		if keyH != nil {
 			p.key = keyFromSum(keyH)
 		}
 		if sumH != nil {
-			p.sum = sumH.Sum(nil)
+			var b [sha256.Size]byte
+			p.sum = hex.EncodeToString(sumH.Sum(b[:0]))
 		}
 	}
 

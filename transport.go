@@ -231,8 +231,8 @@ func headerValue(h http.Header, canonicalKey string) string {
 }
 
 // stampedHeader copies h and sets the call's correlation id and key (if
-// any) on the copy, in two allocations: the map, and one slice that backs
-// every value.
+// any) on the copy: the map, sized once, and one slice that backs every
+// value.
 func stampedHeader(h http.Header, corr, key string) http.Header {
 	n := 0
 	for _, vs := range h {

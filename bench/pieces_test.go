@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"go.uber.org/zap"
+)
+
+// BenchmarkPieces times, on their own, the standard-library and zap
+// operations that grantretry's success path performs once per call (see
+// docs/performance.md, "Where the time goes"). They are not grantretry's
+// code: they are the floor under it, and what a change to the hot path can
+// hope to save.
+func BenchmarkPieces(b *testing.B) {
+	errCause := errors.New("deadline")
+	b.Run("piece=alloc-64B", func(b *testing.B) {
+		// One small heap allocation: the unit most of the hot path's
+		// cost is counted in on this machine.
+		b.ReportAllocs()
+		for range b.N {
+			byteSink = make([]byte, 64)
+		}
+	})
+	b.Run("piece=afterfunc-stop", func(b *testing.B) {
+		// startContexts arms a timer for the budget deadline on every call;
+		// stopContexts stops it.
+		b.ReportAllocs()
+		for range b.N {
+			t := time.AfterFunc(45*time.Second, func() {})
+			t.Stop()
+		}
+	})
+	b.Run("piece=ctx-value-cancelcause", func(b *testing.B) {
+		// startContexts: the outcome holder's WithValue, then
+		// WithCancelCause, cancelled when the body is closed.
+		ctx := context.Background()
+		b.ReportAllocs()
+		for range b.N {
+			c, cancel := context.WithCancelCause(context.WithValue(ctx, pieceKey{}, b))
+			cancel(errCause)
+			sink = c
+		}
+	})
+	b.Run("piece=request-clone", func(b *testing.B) {
+		req, _ := http.NewRequest(http.MethodGet, "http://funder.example"+applicationsPath, nil)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for range b.N {
+			sink = req.Clone(ctx)
+		}
+	})
+	b.Run("piece=header-set/key=X-Correlation-ID", func(b *testing.B) {
+		// HeaderCorrelationID is not in canonical form, so every Get and
+		// Set canonicalises it anew.
+		b.ReportAllocs()
+		for range b.N {
+			h := http.Header{}
+			h.Set(grantretry.HeaderCorrelationID, "0123456789abcdef")
+			sink = h
+		}
+	})
+	b.Run("piece=header-set/key=canonical-direct", func(b *testing.B) {
+		// The same header written under its canonical key, computed once.
+		key := http.CanonicalHeaderKey(grantretry.HeaderCorrelationID)
+		b.ReportAllocs()
+		for range b.N {
+			h := http.Header{}
+			h[key] = []string{"0123456789abcdef"}
+			sink = h
+		}
+	})
+	b.Run("piece=correlation-id", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			stringSink = grantretry.NewCorrelationID()
+		}
+	})
+	b.Run("piece=zap-json-attempt-line", func(b *testing.B) {
+		// One line shaped like grantretry.attempt (15 fields), through the
+		// benchmarks' JSON logger to io.Discard.
+		log := jsonDiscardLogger()
+		b.ReportAllocs()
+		for range b.N {
+			log.Info(grantretry.MsgAttempt,
+				zap.String(grantretry.FieldCorrelationID, "0123456789abcdef"),
+				zap.String(grantretry.FieldIdempotencyKey, "grant-0123456789abcdef0123456789abcdef"),
+				zap.String(grantretry.FieldSubmissionID, submissionID),
+				zap.String(grantretry.FieldMethod, http.MethodPost),
+				zap.String(grantretry.FieldHost, "funder.example"),
+				zap.String(grantretry.FieldPath, applicationsPath),
+				zap.Int(grantretry.FieldAttempt, 1),
+				zap.Int(grantretry.FieldStatus, 200),
+				zap.String(grantretry.FieldError, ""),
+				zap.String(grantretry.FieldReason, "ok:200"),
+				zap.Bool(grantretry.FieldRetryable, false),
+				zap.Duration(grantretry.FieldWait, 0),
+				zap.String(grantretry.FieldWaitSource, ""),
+				zap.Duration(grantretry.FieldLatency, 1500*time.Nanosecond),
+				zap.Duration(grantretry.FieldElapsed, 1700*time.Nanosecond),
+			)
+		}
+	})
+	b.Run("piece=zap-json-empty-line", func(b *testing.B) {
+		// A line with no fields: the per-line cost of zap's entry,
+		// timestamp and level, apart from any field.
+		log := jsonDiscardLogger()
+		b.ReportAllocs()
+		for range b.N {
+			log.Info(grantretry.MsgDisposition)
+		}
+	})
+}
+
+type pieceKey struct{}
