@@ -139,7 +139,7 @@ func (e *toxiEnv) toxic(t *testing.T, js string) {
 // submit makes one POST with a submission id through tr, and returns its
 // outcome, the response body it read (or the read error), and how long
 // RoundTrip took.
-func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o Outcome, body string, readErr error, took time.Duration) {
+func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o Outcome, body string, took time.Duration, readErr error) {
 	t.Helper()
 	ctx := WithSubmissionID(context.Background(), id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(app))
@@ -150,11 +150,11 @@ func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o Outcome,
 	resp, err := tr.RoundTrip(req)
 	took = time.Since(start)
 	if err != nil {
-		return mustError(t, err).Outcome, "", nil, took
+		return mustError(t, err).Outcome, "", took, nil
 	}
 	defer resp.Body.Close()
 	b, readErr := io.ReadAll(resp.Body)
-	return mustOutcome(t, resp), string(b), readErr, took
+	return mustOutcome(t, resp), string(b), took, readErr
 }
 
 // checkEffects asserts the funder's side of the promise for one call.
@@ -191,7 +191,7 @@ func TestToxiConnectionRefused(t *testing.T) {
 	const deadline = time.Second
 	tr := New(e.inner, toxiOpts(3, deadline, 100*time.Millisecond)...)
 	app := `{"application":"refused"}`
-	o, _, _, took := submit(t, tr, e.url, "TOXI-REFUSED", app)
+	o, _, took, _ := submit(t, tr, e.url, "TOXI-REFUSED", app)
 	if o.Disposition != DeadLetter || o.Attempts != 4 || o.Reason != "transport:refused" {
 		t.Errorf("outcome %+v, want dead_letter after 4 refused attempts", o)
 	}
@@ -210,7 +210,7 @@ func TestToxiResetBeforeRequestIsRead(t *testing.T) {
 	const deadline = time.Second
 	tr := New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
 	app := `{"application":"reset-before"}`
-	o, _, _, took := submit(t, tr, e.url, "TOXI-RESET-BEFORE", app)
+	o, _, took, _ := submit(t, tr, e.url, "TOXI-RESET-BEFORE", app)
 	if o.Disposition != DeadLetter || o.Attempts != 4 || !strings.HasPrefix(o.Reason, "transport:") {
 		t.Errorf("outcome %+v, want dead_letter after 4 transport failures", o)
 	}
@@ -246,7 +246,7 @@ func TestToxiResetAfterApplyIsNotAppliedTwice(t *testing.T) {
 	const deadline = 2 * time.Second
 	tr := New(inner, toxiOpts(3, deadline, 500*time.Millisecond)...)
 	app := `{"application":"reset-after"}`
-	o, body, readErr, took := submit(t, tr, e.url, "TOXI-RESET-AFTER", app)
+	o, body, took, readErr := submit(t, tr, e.url, "TOXI-RESET-AFTER", app)
 	if o.Disposition != Succeeded || o.Attempts != 2 || body != "ok" || readErr != nil {
 		t.Errorf("outcome %+v body %q (%v), want succeeded on the second attempt; first attempt: %v",
 			o, body, readErr, firstErr.Load())
@@ -268,7 +268,7 @@ func TestToxiLatencyBeyondAttemptTimeout(t *testing.T) {
 	const deadline = 700 * time.Millisecond
 	tr := New(e.inner, toxiOpts(10, deadline, 80*time.Millisecond)...)
 	app := `{"application":"latency"}`
-	o, _, _, took := submit(t, tr, e.url, "TOXI-LATENCY", app)
+	o, _, took, _ := submit(t, tr, e.url, "TOXI-LATENCY", app)
 	if o.Disposition != DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" {
 		t.Errorf("outcome %+v, want dead_letter after several timed-out attempts", o)
 	}
@@ -291,7 +291,7 @@ func TestToxiBodyCutMidStream(t *testing.T) {
 	const deadline = time.Second
 	tr := New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
 	app := `{"application":"cut-body"}`
-	o, body, readErr, took := submit(t, tr, e.url, "TOXI-CUT", app)
+	o, body, took, readErr := submit(t, tr, e.url, "TOXI-CUT", app)
 	if o.Disposition != Succeeded || o.Attempts != 1 {
 		t.Errorf("outcome %+v, want succeeded after 1 attempt", o)
 	}
@@ -313,7 +313,7 @@ func TestToxiSlowTrickle(t *testing.T) {
 	const deadline = 600 * time.Millisecond
 	tr := New(e.inner, toxiOpts(2, deadline, 150*time.Millisecond)...)
 	app := `{"application":"trickle","pad":"` + strings.Repeat("p", 300) + `"}`
-	o, _, _, took := submit(t, tr, e.url, "TOXI-TRICKLE", app)
+	o, _, took, _ := submit(t, tr, e.url, "TOXI-TRICKLE", app)
 	if o.Disposition != DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" {
 		t.Errorf("outcome %+v, want dead_letter after timed-out attempts", o)
 	}
@@ -345,7 +345,7 @@ func TestToxiAcceptsAndNeverAnswers(t *testing.T) {
 	const deadline = 400 * time.Millisecond
 	tr := New(e.inner, toxiOpts(3, deadline, 0)...)
 	app := `{"application":"silent"}`
-	o, _, _, took := submit(t, tr, e.url, "TOXI-SILENT", app)
+	o, _, took, _ := submit(t, tr, e.url, "TOXI-SILENT", app)
 	if o.Disposition != DeadLetter || o.Attempts != 1 {
 		t.Errorf("outcome %+v, want dead_letter after the one hung attempt", o)
 	}
@@ -368,7 +368,7 @@ func TestToxiBandwidthLimitStillSucceeds(t *testing.T) {
 	const deadline = 2 * time.Second
 	tr := New(e.inner, toxiOpts(3, deadline, time.Second)...)
 	app := `{"application":"bandwidth","pad":"` + strings.Repeat("q", 2000) + `"}`
-	o, body, readErr, took := submit(t, tr, e.url, "TOXI-BANDWIDTH", app)
+	o, body, took, readErr := submit(t, tr, e.url, "TOXI-BANDWIDTH", app)
 	if o.Disposition != Succeeded || o.Attempts != 1 || body != want || readErr != nil {
 		t.Errorf("outcome %+v, %d bytes (%v), want succeeded after 1 attempt with the whole body", o, len(body), readErr)
 	}
@@ -425,7 +425,7 @@ func TestToxiFlappingFunder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * 40 * time.Millisecond) // spread across cycles
-			o, _, _, took := submit(t, tr, e.url, fmt.Sprintf("TOXI-FLAP-%02d", i), fmt.Sprintf(`{"application":"flap-%d"}`, i))
+			o, _, took, _ := submit(t, tr, e.url, fmt.Sprintf("TOXI-FLAP-%02d", i), fmt.Sprintf(`{"application":"flap-%d"}`, i))
 			results[i] = result{o, took}
 		}()
 	}
