@@ -147,17 +147,17 @@ func (c *call) prepare() error {
 	if hasID {
 		c.out.SubmissionID = id
 	}
-	if err := validateRequest(req, id, hasID); err != nil {
+	callerCorr, callerKey, err := validateRequest(req, id, hasID)
+	if err != nil {
 		closeBody(req)
 		return err
 	}
 	c.ctx = req.Context()
 
-	c.out.CorrelationID = headerValue(req.Header, canonCorrelationID)
+	c.out.CorrelationID = callerCorr
 	if c.out.CorrelationID == "" {
 		c.out.CorrelationID = NewCorrelationID()
 	}
-	callerKey := headerValue(req.Header, canonIdempotencyKey)
 	keyPrefix := ""
 	if callerKey == "" && keyedMethod(req.Method) {
 		keyPrefix = id
@@ -214,21 +214,6 @@ var (
 	canonCorrelationID  = http.CanonicalHeaderKey(HeaderCorrelationID)
 	canonIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
 )
-
-// headerValue is h.Get(canonicalKey) without canonicalising the key again
-// (which allocates when the spelling is not canonical).
-func headerValue(h http.Header, canonicalKey string) string {
-	if vs := h[canonicalKey]; len(vs) > 0 {
-		return vs[0]
-	}
-	// http.Header lets callers assign keys in any spelling.
-	for k, vs := range h {
-		if len(vs) > 0 && strings.EqualFold(k, canonicalKey) {
-			return vs[0]
-		}
-	}
-	return ""
-}
 
 // stampedHeader copies h and sets the call's correlation id and key (if
 // any) on the copy: the map, sized once, and one slice that backs every
@@ -632,7 +617,46 @@ func closeBody(r *http.Request) {
 
 // validateRequest refuses, before anything is sent, what net/http would
 // refuse with an untyped error, and what would let a caller smuggle a header.
-func validateRequest(r *http.Request, id string, hasID bool) error {
+// In the same pass over the headers it returns the caller's own correlation
+// id and idempotency key, if set, in whatever spelling http.Header was given
+// them (the canonical one wins).
+func validateRequest(r *http.Request, id string, hasID bool) (corr, key string, err error) {
+	if err := validateTarget(r); err != nil {
+		return "", "", err
+	}
+	var corrCanon, keyCanon bool
+	for k, vs := range r.Header {
+		if !validHeaderName(k) {
+			return "", "", fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
+		}
+		for _, v := range vs {
+			if hasControl(v) {
+				return "", "", fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
+			}
+		}
+		switch {
+		case len(vs) == 0:
+		case k == canonCorrelationID:
+			corr, corrCanon = vs[0], true
+		case k == canonIdempotencyKey:
+			key, keyCanon = vs[0], true
+		case !corrCanon && strings.EqualFold(k, canonCorrelationID):
+			corr = vs[0]
+		case !keyCanon && strings.EqualFold(k, canonIdempotencyKey):
+			key = vs[0]
+		}
+	}
+	if hasID {
+		if err := validateSubmissionID(id); err != nil {
+			return "", "", err
+		}
+	}
+	return corr, key, nil
+}
+
+// validateTarget checks what the request is sent to and with: URL, method,
+// body length, trailers.
+func validateTarget(r *http.Request) error {
 	if r.URL == nil {
 		return fmt.Errorf("%w: nil URL", ErrInvalidRequest)
 	}
@@ -654,19 +678,6 @@ func validateRequest(r *http.Request, id string, hasID bool) error {
 		if !validHeaderName(k) {
 			return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
 		}
-	}
-	for k, vs := range r.Header {
-		if !validHeaderName(k) {
-			return fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
-		}
-		for _, v := range vs {
-			if hasControl(v) {
-				return fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
-			}
-		}
-	}
-	if hasID {
-		return validateSubmissionID(id)
 	}
 	return nil
 }
