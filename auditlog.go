@@ -1,9 +1,7 @@
 package grantretry
 
 import (
-	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -45,7 +43,63 @@ const (
 	FieldBreaker        = "breaker"        // on breaker lines: the breaker's host, as scheme://host:port
 	FieldBreakerFrom    = "from"
 	FieldBreakerTo      = "to"
+	FieldDeadLetterID   = "dead_letter_id" // on disposition lines: the Letter kept for the call, "" if none
+	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept, "" if it was or none was due
 )
+
+// trailSink is what the Transport needs of an audit trail (an
+// *AuditTrail): somewhere to write records and sync them, and whether it
+// has failed for good.
+type trailSink interface {
+	zapcore.WriteSyncer
+	Err() error
+}
+
+// withTrail makes the Transport write every audit line to ts as well, as
+// JSON records encoded with ec, and sync it at every disposition.
+func withTrail(ts trailSink, ec zapcore.EncoderConfig) Option {
+	return optionFunc(func(c *config) {
+		c.trail = ts
+		c.trailCore = zapcore.NewCore(zapcore.NewJSONEncoder(ec), ts, zapcore.DebugLevel)
+	})
+}
+
+// auditing reports whether an audit line at level goes anywhere: to the
+// trail, or to a logger that is enabled at level.
+func (t *Transport) auditing(level zapcore.Level) bool {
+	return t.cfg.trailCore != nil || t.log.Core().Enabled(level)
+}
+
+// trailErr is the audit trail's failure, nil if it has none or there is no
+// trail.
+func (t *Transport) trailErr() error {
+	if t.cfg.trail == nil {
+		return nil
+	}
+	return t.cfg.trail.Err()
+}
+
+// audit writes one audit line to the logger and to the trail, and returns
+// the trail's error: the logger's are zap's to handle, the trail's are the
+// caller's to know.
+func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Field) error {
+	if ce := t.log.Check(level, msg); ce != nil {
+		ce.Write(fields...)
+	}
+	if t.cfg.trailCore == nil {
+		return nil
+	}
+	return t.cfg.trailCore.Write(zapcore.Entry{Level: level, Time: t.clock.Now(), Message: msg}, fields)
+}
+
+// trailFailed notes the audit trail's failure in the outcome, once: a
+// broken trail fails every later write with the same cause.
+func (c *call) trailFailed(err error) {
+	if !c.trailBroken {
+		c.trailBroken = true
+		c.recordFailed(err)
+	}
+}
 
 // attemptRecord is what one attempt line says.
 type attemptRecord struct {
@@ -74,15 +128,11 @@ func (c *call) callFields(extra int) []zapcore.Field {
 }
 
 func (c *call) logAttempt(a attemptRecord) {
-	ce := c.t.log.Check(zap.InfoLevel, MsgAttempt)
-	if ce == nil {
-		return
-	}
 	errText := ""
 	if a.err != nil {
-		errText = redactError(a.err, c.req)
+		errText = c.t.cfg.redact.scrub(a.err, c.req)
 	}
-	ce.Write(append(c.callFields(9),
+	err := c.t.audit(zap.InfoLevel, MsgAttempt, append(c.callFields(9),
 		zap.Int(FieldAttempt, a.n),
 		zap.Int(FieldStatus, a.status),
 		zap.String(FieldError, errText),
@@ -92,7 +142,10 @@ func (c *call) logAttempt(a attemptRecord) {
 		zap.String(FieldWaitSource, a.waitSource),
 		zap.Duration(FieldLatency, a.latency),
 		zap.Duration(FieldElapsed, a.elapsed),
-	)...)
+	))
+	if err != nil {
+		c.trailFailed(err)
+	}
 }
 
 func (c *call) logDisposition(cause error) {
@@ -100,16 +153,19 @@ func (c *call) logDisposition(cause error) {
 	if c.out.Disposition == Succeeded {
 		level = zap.InfoLevel
 	}
-	ce := c.t.log.Check(level, MsgDisposition)
-	if ce == nil {
+	if !c.t.auditing(level) {
 		return
 	}
-	errText := ""
+	rd := c.t.cfg.redact
+	errText, recErr := "", ""
 	if cause != nil {
-		errText = redactError(cause, c.req)
+		errText = rd.scrub(cause, c.req)
+	}
+	if c.out.RecordErr != nil {
+		recErr = rd.scrub(c.out.RecordErr, c.req)
 	}
 	sum, size, whyNot := c.p.sum, c.p.size, c.p.whyNotRe
-	ce.Write(append(c.callFields(10),
+	err := c.t.audit(level, MsgDisposition, append(c.callFields(12),
 		zap.String(FieldDisposition, string(c.out.Disposition)),
 		zap.Int(FieldAttempts, c.out.Attempts),
 		zap.String(FieldStopReason, c.out.StopReason),
@@ -120,19 +176,33 @@ func (c *call) logDisposition(cause error) {
 		zap.Int64(FieldPayloadBytes, size),
 		zap.String(FieldNotReplayable, whyNot),
 		zap.Duration(FieldElapsed, c.out.Elapsed),
-	)...)
+		zap.String(FieldDeadLetterID, c.out.DeadLetterID),
+		zap.String(FieldRecordError, recErr),
+	))
+	if err == nil && c.t.cfg.trail != nil {
+		// The caller learns the disposition only once it is on disk.
+		err = c.t.cfg.trail.Sync()
+	}
+	if err != nil {
+		c.trailFailed(err)
+	}
 }
 
-// logBreakerChanges writes the state changes the host's breaker queued. It
-// runs with no lock held.
-func (t *Transport) logBreakerChanges(hb *hostBreaker) {
+// logBreakerChanges writes the state changes the call's host's breaker
+// queued. It runs with no lock held.
+func (c *call) logBreakerChanges() {
+	hb := c.host.breaker
 	for _, ch := range hb.takeChanges() {
-		if ce := t.log.Check(zap.WarnLevel, MsgBreaker); ce != nil {
-			ce.Write(
-				zap.String(FieldBreaker, hb.host),
-				zap.String(FieldBreakerFrom, breakerState(ch.from)),
-				zap.String(FieldBreakerTo, breakerState(ch.to)),
-			)
+		if !c.t.auditing(zap.WarnLevel) {
+			continue
+		}
+		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
+			zap.String(FieldBreaker, hb.host),
+			zap.String(FieldBreakerFrom, breakerState(ch.from)),
+			zap.String(FieldBreakerTo, breakerState(ch.to)),
+		})
+		if err != nil {
+			c.trailFailed(err)
 		}
 	}
 }
@@ -161,53 +231,4 @@ func pathOf(u *url.URL) string {
 		return ""
 	}
 	return u.EscapedPath()
-}
-
-// redactedURL is the URL as the audit trail and error messages show it:
-// scheme, host and path, never user info, query or fragment.
-func redactedURL(u *url.URL) string {
-	if u == nil {
-		return "<nil URL>"
-	}
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return r.String()
-}
-
-// minSecretLen is the shortest query value or password scrubbed out of an
-// error message on its own; shorter ones cannot hold a credential, and
-// scrubbing them would mangle the message.
-const minSecretLen = 4
-
-// redactError is err's message with the request's secrets removed: its
-// query (whole and value by value), its user info, and any user name or
-// password in it. Error types of other packages may quote the URL; this does
-// not trust them not to.
-func redactError(err error, r *http.Request) string {
-	msg := err.Error()
-	if r == nil || r.URL == nil {
-		return msg
-	}
-	u := r.URL
-	var secrets []string
-	if u.RawQuery != "" {
-		secrets = append(secrets, u.RawQuery)
-		for _, vs := range u.Query() {
-			for _, v := range vs {
-				// as decoded, and as another layer may have re-encoded it
-				secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
-			}
-		}
-	}
-	if u.User != nil {
-		secrets = append(secrets, u.User.String(), u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p)
-		}
-	}
-	for _, s := range secrets {
-		if len(s) >= minSecretLen {
-			msg = strings.ReplaceAll(msg, s, "REDACTED")
-		}
-	}
-	return msg
 }

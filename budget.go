@@ -30,6 +30,7 @@ const (
 	StopCanceled        = "canceled"                    // the caller's context ended
 	StopInvalidRequest  = "invalid_request"             // the request was refused before any attempt
 	StopBodyReadFailure = "body_read_failed"            // the request body failed while it was buffered
+	StopAuditTrail      = "audit_trail_failed"          // the audit trail could not record the call, so it was not sent
 )
 
 // callBudget is the retry budget of one logical call. It belongs to one

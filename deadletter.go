@@ -2,6 +2,10 @@ package grantretry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -70,4 +74,108 @@ type Letter struct {
 // concurrent use.
 type DeadLetterSink interface {
 	PutDeadLetter(ctx context.Context, l *Letter) error
+}
+
+// MaxLetterBody is the largest request body a Letter holds. A larger one
+// (possible only through GetBody: a buffered body is at most the replay
+// limit) is left out, and the Letter says why.
+const MaxLetterBody = 64 << 20
+
+// keepsLetter reports whether a call that ended with d is handed to the
+// dead-letter sink: the work is still owed. A terminal answer is not (the
+// same request would fail again), nor a cancellation (the caller chose to
+// stop and knows it).
+func keepsLetter(d Disposition) bool { return d == DeadLetter || d == CircuitOpen }
+
+// keepLetter hands the ended call to the dead-letter sink, if there is one
+// and the call owes work, and records the result in the outcome. lastErr
+// is the call's last cause, nil if it returns a response.
+func (c *call) keepLetter(lastErr error) {
+	sink := c.t.cfg.letters
+	if sink == nil || !keepsLetter(c.out.Disposition) {
+		return
+	}
+	l := c.letter(lastErr)
+	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
+		c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+		return
+	}
+	c.out.DeadLetterID = l.ID
+}
+
+// letter builds the Letter of the ended call, with its secrets left out.
+func (c *call) letter(lastErr error) *Letter {
+	rd := c.t.cfg.redact
+	created := c.t.clock.Now()
+	l := &Letter{
+		Version:        LetterVersion,
+		ID:             created.UTC().Format("20060102T150405.000000000Z") + "-" + NewCorrelationID(),
+		Disposition:    c.out.Disposition,
+		StopReason:     c.out.StopReason,
+		Reason:         c.out.Reason,
+		Method:         c.req.Method,
+		IdempotencyKey: c.out.IdempotencyKey,
+		CorrelationID:  c.out.CorrelationID,
+		SubmissionID:   c.out.SubmissionID,
+		Attempts:       c.out.Attempts,
+		LastStatus:     c.out.Status,
+		FirstAttempt:   c.firstSent,
+		LastAttempt:    c.lastSent,
+		Created:        created,
+	}
+	var fromQuery []string
+	l.URL, fromQuery = rd.url(c.req.URL)
+	l.Header, l.Redacted = rd.header(c.req.Header)
+	l.Redacted = append(l.Redacted, fromQuery...)
+	if lastErr != nil {
+		l.LastError = rd.scrub(lastErr, c.req)
+	}
+	c.letterBody(l)
+	return l
+}
+
+// letterBody puts the request body, byte for byte, into l, or says why it
+// cannot.
+func (c *call) letterBody(l *Letter) {
+	p := &c.p
+	var body []byte
+	switch {
+	case p.empty():
+	case !p.replayable():
+		l.BodyOmitted = p.whyNotRe
+	case p.buf != nil:
+		body = p.buf
+	case p.getBody != nil:
+		b, err := readLetterBody(p.getBody)
+		if err != nil {
+			l.BodyOmitted = err.Error()
+			break
+		}
+		body = b
+	}
+	if l.BodyOmitted != "" {
+		l.BodyBytes = p.size
+		l.BodySHA256 = p.sum
+		return
+	}
+	sum := sha256.Sum256(body)
+	l.Body, l.BodyBytes, l.BodySHA256 = body, int64(len(body)), hex.EncodeToString(sum[:])
+}
+
+// readLetterBody reads a fresh copy of the body through getBody, up to
+// MaxLetterBody.
+func readLetterBody(getBody func() (io.ReadCloser, error)) ([]byte, error) {
+	rc, err := getBody()
+	if err != nil {
+		return nil, fmt.Errorf("GetBody failed: %v", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, MaxLetterBody+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("reading the body through GetBody failed: %v", err)
+	case len(b) > MaxLetterBody:
+		return nil, fmt.Errorf("body larger than MaxLetterBody (%d bytes)", MaxLetterBody)
+	}
+	return b, nil
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Defaults of the backoff (see WithBackoff).
@@ -47,6 +49,10 @@ type config struct {
 	clock          Clock
 	rand           randSource
 	replayLimit    int64
+	redact         redactor
+	letters        DeadLetterSink
+	trail          trailSink    // nil: no audit trail
+	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error
 }
 
@@ -237,6 +243,46 @@ func WithReplayLimit(n int64) Option {
 			return
 		}
 		c.replayLimit = n
+	})
+}
+
+// WithRedact names more headers and query parameters that carry secrets,
+// matched without regard to case, beyond the built-in ones: any name that
+// contains "auth", "token", "secret", "passw", "apikey", "api-key",
+// "api_key", "session", "cookie", "signature", "credential" or "private",
+// and the names "key", "sig", "pwd" and "code". The values of secret
+// headers are scrubbed from audit lines and error messages (as every query
+// value is), and secret headers and query parameters are left out of dead
+// letters. Names must be valid header names; repeated calls add up.
+func WithRedact(names ...string) Option {
+	return optionFunc(func(c *config) {
+		extra := make(map[string]bool, len(c.redact.extra)+len(names))
+		for n := range c.redact.extra {
+			extra[n] = true
+		}
+		for _, n := range names {
+			if !validHeaderName(n) {
+				c.invalid("WithRedact(%q): not a valid header or parameter name", n)
+				return
+			}
+			extra[strings.ToLower(n)] = true
+		}
+		c.redact.extra = extra
+	})
+}
+
+// WithDeadLetter hands every call that ends DeadLetter or CircuitOpen to
+// sink, as a *Letter, before RoundTrip returns; the Outcome carries the
+// letter's ID, or in RecordErr why it could not be kept. DeadLetterDir is
+// the durable sink this package provides; Redeliver sends a letter again.
+// A Transport without this option keeps no letters.
+func WithDeadLetter(sink DeadLetterSink) Option {
+	return optionFunc(func(c *config) {
+		if sink == nil {
+			c.invalid("WithDeadLetter(nil)")
+			return
+		}
+		c.letters = sink
 	})
 }
 

@@ -47,6 +47,15 @@ type Outcome struct {
 	// Status is the last attempt's status code, 0 if it obtained none.
 	Status  int
 	Elapsed time.Duration // from the first attempt to the disposition
+	// DeadLetterID is the ID of the Letter kept for this call (see
+	// WithDeadLetter), "" if none was kept.
+	DeadLetterID string
+	// RecordErr is non-nil when the call could not be recorded as promised:
+	// the audit trail (WithAuditTrail) or the dead-letter sink
+	// (WithDeadLetter) failed. The disposition stands, since the attempts
+	// were made; it is the record of them that is missing. It matches
+	// ErrAuditTrail when the trail failed.
+	RecordErr error
 }
 
 // Sentinel errors, for errors.Is.
@@ -101,7 +110,7 @@ func (e *Error) Is(target error) bool {
 
 // newError builds an *Error whose message names the call without secrets:
 // the URL without user info or query, and the cause with both scrubbed out.
-func newError(o Outcome, r *http.Request, cause error) *Error {
+func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
 	var b strings.Builder
 	b.WriteString("grantretry: ")
 	if r != nil {
@@ -120,7 +129,11 @@ func newError(o Outcome, r *http.Request, cause error) *Error {
 	}
 	if cause != nil {
 		b.WriteString(": ")
-		b.WriteString(redactError(cause, r))
+		b.WriteString(rd.scrub(cause, r))
+	}
+	if o.RecordErr != nil {
+		b.WriteString("; and the call was not recorded: ")
+		b.WriteString(rd.scrub(o.RecordErr, r))
 	}
 	return &Error{Outcome: o, Err: cause, msg: b.String()}
 }

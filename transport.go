@@ -115,6 +115,11 @@ type call struct {
 	rbody       releaseOnClose
 	stopAttempt func(release bool) // of the attempt whose response is returned
 	out         Outcome
+
+	// When the first and the last attempt were sent, on the Clock: read
+	// only for a dead letter.
+	firstSent, lastSent time.Time
+	trailBroken         bool // the trail's failure is already in out.RecordErr
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
@@ -181,6 +186,12 @@ func (c *call) prepare() error {
 	// The budget's deadline runs from the first attempt, not from reading
 	// a large body.
 	c.start = t.clock.Now()
+	if err := t.trailErr(); err != nil {
+		// Fail closed: a call the trail cannot record is not sent. The
+		// work is still owed, so it is dead-lettered.
+		c.out.Disposition, c.out.StopReason = DeadLetter, StopAuditTrail
+		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
+	}
 
 	if err := c.ctx.Err(); err != nil {
 		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
@@ -288,7 +299,7 @@ type decision struct {
 func (c *call) loop() (*http.Response, error) {
 	for {
 		done, err := c.host.breaker.allow()
-		c.t.logBreakerChanges(c.host.breaker)
+		c.logBreakerChanges()
 		if err != nil {
 			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
 			return nil, c.finishErr(err)
@@ -307,17 +318,19 @@ func (c *call) loop() (*http.Response, error) {
 		}
 		// Reading the time costs more than the rest of a success path's
 		// bookkeeping on some machines: only the audit trail needs it.
-		logging := c.t.log.Core().Enabled(zap.InfoLevel)
+		logging := c.t.auditing(zap.InfoLevel)
 		var sent time.Time
 		if logging {
 			sent = time.Now()
+		}
+		if c.t.cfg.letters != nil {
+			c.noteSent()
 		}
 		a := c.attemptGuarded(body, done)
 		c.out.Attempts++
 
 		v, disp, stop := c.verdict(a.resp, a.err)
 		done(breakerVerdict(a.err, v, disp))
-		c.t.logBreakerChanges(c.host.breaker)
 		c.throttleVerdict(a.resp, v, disp)
 
 		d := decision{disp: disp, stop: stop}
@@ -336,6 +349,8 @@ func (c *call) loop() (*http.Response, error) {
 				latency: time.Since(sent), elapsed: c.t.clock.Now().Sub(c.start),
 			})
 		}
+		// After the attempt's line: the attempt is why the breaker moved.
+		c.logBreakerChanges()
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
@@ -513,7 +528,6 @@ func (c *call) decide(resp *http.Response) decision {
 		// wait for an attempt it will refuse. It is checked before the
 		// throttle because when both trip at once, "the funder is down"
 		// is the more useful thing to tell the caller.
-		c.t.logBreakerChanges(c.host.breaker)
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}
 	if !c.host.throttle.allowRetry() {
@@ -553,6 +567,7 @@ func (c *call) finishResp(a sentAttempt) (*http.Response, error) {
 		c.rbody.ReadCloser, c.rbody.c = resp.Body, c
 		resp.Body = &c.rbody
 	}
+	c.keepLetter(nil)
 	c.logDisposition(nil)
 	return resp, nil
 }
@@ -570,11 +585,26 @@ func (c *call) finishErr(cause error) error {
 	if !c.start.IsZero() {
 		c.out.Elapsed = c.t.clock.Now().Sub(c.start)
 	}
-	e := newError(c.out, c.req, cause)
 	if c.req != nil {
+		c.keepLetter(cause)
 		c.logDisposition(cause)
 	}
-	return e
+	return newError(c.out, c.req, cause, c.t.cfg.redact)
+}
+
+// noteSent notes the time an attempt is sent, for the dead letter.
+func (c *call) noteSent() {
+	now := c.t.clock.Now()
+	if c.out.Attempts == 0 {
+		c.firstSent = now
+	}
+	c.lastSent = now
+}
+
+// recordFailed notes that the call could not be recorded as promised: the
+// caller finds it in Outcome.RecordErr.
+func (c *call) recordFailed(err error) {
+	c.out.RecordErr = errors.Join(c.out.RecordErr, err)
 }
 
 // releaseOnClose ends an attempt's contexts when the caller closes the body,

@@ -1,0 +1,158 @@
+package grantretry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// fakeTrail is a trailSink that records what the Transport did to it, and
+// fails as told: from the failAt-th write on (0: never), or on Sync.
+type fakeTrail struct {
+	mu       sync.Mutex
+	events   []string // "write <msg>" and "sync", in order
+	writes   int
+	failAt   int
+	syncErr  error
+	writeErr error // the failure, once it happened: the trail is broken
+}
+
+var errDiskGone = errors.New("fake trail: disk gone")
+
+func (f *fakeTrail) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes++
+	if f.writeErr != nil || (f.failAt > 0 && f.writes >= f.failAt) {
+		f.writeErr = errDiskGone
+		return 0, f.writeErr
+	}
+	var rec struct{ Msg string }
+	if err := json.Unmarshal(p, &rec); err != nil {
+		return 0, err
+	}
+	f.events = append(f.events, "write "+rec.Msg)
+	return len(p), nil
+}
+
+func (f *fakeTrail) Sync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, "sync")
+	return f.syncErr
+}
+
+func (f *fakeTrail) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writeErr
+}
+
+func (f *fakeTrail) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
+}
+
+func withFakeTrail(f *fakeTrail) Option {
+	return withTrail(f, zap.NewProductionEncoderConfig())
+}
+
+// Every audit line goes to the trail, and the trail is synced once per
+// call, right after the disposition line, before the caller has it.
+func TestTrailGetsEveryLineAndSyncsAtTheDisposition(t *testing.T) {
+	trail := &fakeTrail{}
+	h := newHarness(t, withFakeTrail(trail), WithBreaker(2, time.Hour), WithBudget(3, time.Hour))
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 503, 201))
+	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	want := []string{
+		"write " + MsgAttempt, "write " + MsgAttempt,
+		"write " + MsgBreaker, // the 2nd failure opened the breaker
+		"write " + MsgDisposition, "sync",
+	}
+	if got := trail.log(); !equalStrings(got, want) {
+		t.Errorf("trail saw %q, want %q", got, want)
+	}
+	if o := mustOutcome(t, resp); o.Disposition != CircuitOpen || o.RecordErr != nil {
+		t.Errorf("outcome %+v, want circuit_open with nothing missing from the record", o)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// The trail failing mid-call: the call's disposition stands (its attempts
+// were made) and its outcome says the record is missing. The next call is
+// not sent at all (fail closed) and is dead-lettered, so the work is not
+// lost; its letter still reaches the dead-letter sink.
+func TestTrailFailureIsReportedThenFailsClosed(t *testing.T) {
+	trail := &fakeTrail{failAt: 2}
+	letters := &memLetters{}
+	h := newHarness(t, withFakeTrail(trail), WithDeadLetter(letters))
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 201))
+	req, _ := newPost(t, context.Background(), `{"first":1}`, true)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	o := mustOutcome(t, resp)
+	if o.Disposition != Succeeded || !errors.Is(o.RecordErr, errDiskGone) {
+		t.Fatalf("outcome %+v, want succeeded with RecordErr wrapping the trail's failure", o)
+	}
+	sent := h.mock.GetTotalCallCount()
+
+	req, _ = newPost(t, context.Background(), `{"second":2}`, true)
+	_, err = h.tr.RoundTrip(req)
+	e := mustError(t, err)
+	if h.mock.GetTotalCallCount() != sent {
+		t.Errorf("a call was sent while the trail could not record it")
+	}
+	if e.Disposition != DeadLetter || e.StopReason != StopAuditTrail || e.Attempts != 0 {
+		t.Errorf("outcome %+v, want dead_letter (%s) with no attempt", e.Outcome, StopAuditTrail)
+	}
+	if !errors.Is(err, errDiskGone) || !errors.Is(err, ErrDeadLetter) {
+		t.Errorf("error %v, want it to match the trail's failure and ErrDeadLetter", err)
+	}
+	l := letters.only(t)
+	if string(l.Body) != `{"second":2}` || l.StopReason != StopAuditTrail || e.DeadLetterID != l.ID {
+		t.Errorf("letter %+v, want the unsent call, whole", l)
+	}
+}
+
+// A Sync that fails is reported like a failed write: the disposition was
+// not made durable.
+func TestTrailSyncFailureIsReported(t *testing.T) {
+	trail := &fakeTrail{syncErr: errDiskGone}
+	h := newHarness(t, withFakeTrail(trail))
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if o := mustOutcome(t, resp); !errors.Is(o.RecordErr, errDiskGone) {
+		t.Errorf("outcome %+v, want RecordErr wrapping the failed sync", o)
+	}
+}
