@@ -38,10 +38,11 @@ type Letter struct {
 	// secrets, and without Idempotency-Key and X-Correlation-ID, which
 	// have fields of their own.
 	Header http.Header `json:"header,omitempty"`
-	// Redacted names the headers and query parameters left out because
-	// they carry secrets, so an operator knows what the redelivering
-	// client must supply.
-	Redacted []string `json:"redacted,omitempty"`
+	// Redacted names the headers, and RedactedQuery the query parameters,
+	// left out because they carry secrets, so an operator knows what the
+	// redelivering client must supply.
+	Redacted      []string `json:"redacted,omitempty"`
+	RedactedQuery []string `json:"redacted_query,omitempty"`
 	// Body is the request body, byte for byte as it was sent (base64 in
 	// JSON); BodySHA256 is its hex SHA-256 and BodyBytes its length.
 	Body       []byte `json:"body,omitempty"`
@@ -123,10 +124,8 @@ func (c *call) letter(lastErr error) *Letter {
 		LastAttempt:    c.lastSent,
 		Created:        created,
 	}
-	var fromQuery []string
-	l.URL, fromQuery = rd.url(c.req.URL)
+	l.URL, l.RedactedQuery = rd.url(c.req.URL)
 	l.Header, l.Redacted = rd.header(c.req.Header)
-	l.Redacted = append(l.Redacted, fromQuery...)
 	if lastErr != nil {
 		l.LastError = rd.scrub(lastErr, c.req)
 	}

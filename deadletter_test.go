@@ -127,6 +127,7 @@ func equalLetters(a, b Letter) bool {
 	return a.Version == b.Version && a.ID == b.ID && a.Disposition == b.Disposition &&
 		a.StopReason == b.StopReason && a.Reason == b.Reason && a.Method == b.Method &&
 		a.URL == b.URL && strings.Join(a.Redacted, ",") == strings.Join(b.Redacted, ",") &&
+		strings.Join(a.RedactedQuery, ",") == strings.Join(b.RedactedQuery, ",") &&
 		bytes.Equal(a.Body, b.Body) && a.BodySHA256 == b.BodySHA256 && a.BodyBytes == b.BodyBytes &&
 		a.BodyOmitted == b.BodyOmitted && a.IdempotencyKey == b.IdempotencyKey &&
 		a.CorrelationID == b.CorrelationID && a.SubmissionID == b.SubmissionID &&
@@ -264,9 +265,12 @@ func TestDeadLetterLeavesSecretsOut(t *testing.T) {
 	if l.Header.Get("Accept") != "application/json" || len(l.Header) != 1 {
 		t.Errorf("letter header %v, want only Accept", l.Header)
 	}
-	want := "Authorization,Cookie,Proxy-Authorization,X-Api-Key,X-Auth-Token,X-Portal-Pin,api_key,token"
+	want := "Authorization,Cookie,Proxy-Authorization,X-Api-Key,X-Auth-Token,X-Portal-Pin"
 	if got := strings.Join(l.Redacted, ","); got != want {
 		t.Errorf("letter Redacted %q, want %q", got, want)
+	}
+	if got := strings.Join(l.RedactedQuery, ","); got != "api_key,token" {
+		t.Errorf("letter RedactedQuery %q, want api_key,token", got)
 	}
 	dump := letterText(l)
 	for _, s := range append(mapValues(secrets), "hunter2hunter2", "AKIA-SECRET-1", "tok-SECRET-2") {
@@ -287,7 +291,7 @@ func mapValues(m map[string]string) []string {
 // letterText is everything a letter says, as text.
 func letterText(l *Letter) string {
 	var b strings.Builder
-	b.WriteString(l.URL + " " + l.LastError + " " + string(l.Body) + " " + strings.Join(l.Redacted, " "))
+	b.WriteString(l.URL + " " + l.LastError + " " + string(l.Body) + " " + strings.Join(l.Redacted, " ") + " " + strings.Join(l.RedactedQuery, " "))
 	for k, vs := range l.Header {
 		b.WriteString(" " + k + ": " + strings.Join(vs, ","))
 	}

@@ -1,0 +1,684 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/grantretry/grantretry"
+)
+
+const deadLetterSynopsis = `Usage: grantretry deadletter <subcommand> DIR [ID...] [flags]
+
+Reads and redelivers the dead letters a grantretry Transport wrote into DIR
+with WithDeadLetter and a DeadLetterDir: calls that ended dead_letter or
+circuit_open, which are work still owed. See docs/dead-letters.md.
+
+Subcommands:
+  list DIR                      the letters waiting in DIR, oldest first
+  show DIR ID                   every field of one letter
+  redeliver DIR (ID... | -all)  send letters again, with their own keys
+
+Run 'grantretry deadletter <subcommand> -help' for its flags.
+`
+
+const dlListSynopsis = `Usage: grantretry deadletter list DIR [flags]
+
+Lists the letters waiting in DIR (not those redelivered), oldest first, and
+their count. A file that is not a valid letter is reported, not skipped,
+and makes the command fail after listing the others.
+`
+
+const dlShowSynopsis = `Usage: grantretry deadletter show DIR ID [flags]
+
+Prints every field of letter ID, waiting or redelivered (with the record of
+its redelivery). The body is printed if it is text of at most 4096 bytes;
+otherwise its size and SHA-256: use -body to write it out.
+`
+
+const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) [flags]
+
+Sends letters again, one after another, through a grantretry Transport with
+the default policy: same method, URL, headers, body, Idempotency-Key and
+X-Correlation-ID. A funder that honours the key and already applied a letter
+answers with its first result instead of applying it twice; one that
+ignores the key applies it again.
+
+Letters carry no credentials: give them with -header or -header-env, which
+are added to every request and never printed. Redirects are not followed.
+A letter answered 1xx-3xx is moved to DIR/redelivered with a record of the
+answer; any other is left in place and reported, and the command fails.
+`
+
+// runDeadLetter runs "grantretry deadletter": list, show or redeliver.
+func runDeadLetter(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New("missing subcommand: list, show or redeliver")}
+	}
+	if isHelp(args[0]) {
+		io.WriteString(stdout, deadLetterSynopsis)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "list":
+		return runDLList(args[1:], stdout)
+	case "show":
+		return runDLShow(args[1:], stdout)
+	case "redeliver":
+		return runDLRedeliver(args[1:], stdout, stderr)
+	}
+	return usageError{fmt.Errorf("unknown subcommand %q: want list, show or redeliver", args[0])}
+}
+
+// parseArgs parses args into fs like parseFlags, but also accepts
+// positional arguments before, between and after the flags, and returns
+// them in order.
+func parseArgs(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, parseFlags(fs, []string{"-help"}, synopsis, stdout)
+		}
+		if err != nil {
+			return nil, usageError{err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// libError is an error of the library, whose messages start with
+// "grantretry: " as run's own prefix does: it drops the second one.
+type libError struct{ err error }
+
+func (e libError) Error() string {
+	return strings.ReplaceAll("\n"+e.err.Error(), "\ngrantretry: ", "\n")[1:]
+}
+
+func (e libError) Unwrap() error { return e.err }
+
+// openLetters opens an existing dead letter directory; unlike
+// OpenDeadLetterDir it does not create a mistyped one.
+func openLetters(dir string) (*grantretry.DeadLetterDir, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	d, err := grantretry.OpenDeadLetterDir(dir)
+	if err != nil {
+		return nil, libError{err}
+	}
+	return d, nil
+}
+
+func runDLList(args []string, stdout io.Writer) error {
+	fs := newFlagSet("deadletter list")
+	asJSON := fs.Bool("json", false, "print the letters as a JSON array, without their bodies")
+	pos, err := parseArgs(fs, args, dlListSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{errors.New("list wants one directory")}
+	}
+	d, err := openLetters(pos[0])
+	if err != nil {
+		return err
+	}
+	letters, listErr := d.List()
+	if *asJSON {
+		err = writeLettersJSON(stdout, letters)
+	} else {
+		err = writeLetterTable(stdout, letters, pos[0])
+	}
+	if listErr != nil {
+		return libError{listErr}
+	}
+	return err
+}
+
+func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
+	out := make([]grantretry.Letter, 0, len(letters))
+	for _, l := range letters {
+		c := *l
+		c.Body = nil
+		out = append(out, c)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(letters) > 0 {
+		fmt.Fprintln(tw, "ID\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
+	}
+	for _, l := range letters {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
+			l.StopReason, l.Method, l.URL, l.Attempts, lastOutcome(l), bodySize(l))
+	}
+	fmt.Fprintf(tw, "%s in %s\n", plural(len(letters), "letter"), dir)
+	return tw.Flush()
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func showTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// lastOutcome is the last attempt's status, or its error cut to 40
+// characters.
+func lastOutcome(l *grantretry.Letter) string {
+	switch {
+	case l.LastStatus != 0:
+		return strconv.Itoa(l.LastStatus)
+	case l.LastError == "":
+		return "-"
+	case len(l.LastError) > 40:
+		return l.LastError[:37] + "..."
+	}
+	return l.LastError
+}
+
+func bodySize(l *grantretry.Letter) string {
+	if l.BodyOmitted != "" {
+		return "omitted"
+	}
+	return strconv.FormatInt(l.BodyBytes, 10)
+}
+
+func runDLShow(args []string, stdout io.Writer) error {
+	fs := newFlagSet("deadletter show")
+	rawBody := fs.Bool("body", false, "write the raw body to standard output, and nothing else")
+	pos, err := parseArgs(fs, args, dlShowSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usageError{errors.New("show wants a directory and one letter id")}
+	}
+	d, err := openLetters(pos[0])
+	if err != nil {
+		return err
+	}
+	l, rec, err := findLetter(d, pos[1])
+	if err != nil {
+		return err
+	}
+	if *rawBody {
+		if l.BodyOmitted != "" {
+			return fmt.Errorf("letter %s: its body was not kept (%s)", l.ID, l.BodyOmitted)
+		}
+		_, err := stdout.Write(l.Body)
+		return err
+	}
+	return writeLetter(stdout, l, rec)
+}
+
+// findLetter looks for a waiting letter, then a redelivered one, which
+// comes with its record.
+func findLetter(d *grantretry.DeadLetterDir, id string) (*grantretry.Letter, *grantretry.Redelivery, error) {
+	l, err := d.Get(id)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return l, nil, wrapLib(err)
+	}
+	l, rec, err := d.Redelivered(id)
+	if errors.Is(err, fs.ErrNotExist) && l == nil {
+		return nil, nil, fmt.Errorf("letter %s: not in %s, nor redelivered: %w", id, d.Dir(), fs.ErrNotExist)
+	}
+	return l, rec, wrapLib(err)
+}
+
+func wrapLib(err error) error {
+	if err == nil {
+		return nil
+	}
+	return libError{err}
+}
+
+func writeLetter(w io.Writer, l *grantretry.Letter, rec *grantretry.Redelivery) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
+	field("letter", l.ID)
+	field("state", letterState(rec))
+	field("version", l.Version)
+	field("created", showTime(l.Created))
+	field("disposition", l.Disposition)
+	field("stop reason", orDash(l.StopReason))
+	field("reason", orDash(l.Reason))
+	field("attempts", l.Attempts)
+	field("first attempt", showTime(l.FirstAttempt))
+	field("last attempt", showTime(l.LastAttempt))
+	field("last status", l.LastStatus)
+	field("last error", orDash(l.LastError))
+	field("method", l.Method)
+	field("url", l.URL)
+	field("submission id", orDash(l.SubmissionID))
+	field("idempotency key", orDash(l.IdempotencyKey))
+	field("correlation id", orDash(l.CorrelationID))
+	writeHeaderLines(tw, "header", l.Header)
+	field("secret headers", orDash(strings.Join(l.Redacted, ", ")))
+	field("secret query", orDash(strings.Join(l.RedactedQuery, ", ")))
+	field("body", bodySummary(l))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeBodyText(w, l)
+}
+
+func letterState(rec *grantretry.Redelivery) string {
+	if rec == nil {
+		return "waiting"
+	}
+	s := fmt.Sprintf("redelivered %s, answered %d", showTime(rec.Time), rec.Status)
+	if rec.Disposition != "" {
+		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, plural(rec.Attempts, "attempt"))
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeHeaderLines(tw io.Writer, label string, h http.Header) {
+	names := slices.Sorted(maps.Keys(h))
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "%s\t-\n", label)
+	}
+	for _, name := range names {
+		for _, v := range h[name] {
+			fmt.Fprintf(tw, "%s\t%s: %s\n", label, name, v)
+			label = ""
+		}
+	}
+}
+
+func bodySummary(l *grantretry.Letter) string {
+	if l.BodyOmitted != "" {
+		return "not kept: " + l.BodyOmitted
+	}
+	return fmt.Sprintf("%d bytes, sha256 %s", l.BodyBytes, orDash(l.BodySHA256))
+}
+
+// maxShownBody bounds the body show prints as text.
+const maxShownBody = 4096
+
+func writeBodyText(w io.Writer, l *grantretry.Letter) error {
+	if len(l.Body) == 0 {
+		return nil
+	}
+	if len(l.Body) > maxShownBody || !printable(l.Body) {
+		_, err := fmt.Fprintf(w, "\n(the body is not text of at most %d bytes: -body writes it out)\n", maxShownBody)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimRight(string(l.Body), "\n"))
+	return err
+}
+
+// printable reports whether b is UTF-8 text that is safe on a terminal:
+// no control characters but tab and line ends, so no escape sequences.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// redeliverFlags are the redeliver subcommand's flags.
+type redeliverFlags struct {
+	all     bool
+	dryRun  bool
+	timeout time.Duration
+	creds   credentials
+}
+
+func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
+	f := &redeliverFlags{}
+	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in DIR")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
+	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
+	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
+	return f
+}
+
+func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("deadletter redeliver")
+	f := newRedeliverFlags(fs)
+	pos, err := parseArgs(fs, args, dlRedeliverSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.creds.err != nil:
+		return usageError{f.creds.err}
+	case len(pos) == 0:
+		return usageError{errors.New("redeliver wants a directory, then letter ids or -all")}
+	case f.all == (len(pos) > 1):
+		return usageError{errors.New("give letter ids or -all, not both nor neither")}
+	case f.timeout <= 0:
+		return usageError{fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
+	}
+	d, err := openLetters(pos[0])
+	if err != nil {
+		return err
+	}
+	letters, failed := loadLetters(d, pos[1:], f.all, stderr)
+	r := redeliverer{d: d, f: f, stdout: stdout, stderr: stderr}
+	return r.run(letters, failed)
+}
+
+// loadLetters returns the letters named, or all of them, and how many could
+// not be read; each of those is reported on stderr.
+func loadLetters(d *grantretry.DeadLetterDir, ids []string, all bool, stderr io.Writer) ([]*grantretry.Letter, int) {
+	if all {
+		letters, err := d.List()
+		if err != nil {
+			reportEach(stderr, libError{err})
+		}
+		return letters, countErrors(err)
+	}
+	var letters []*grantretry.Letter
+	failed := 0
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue // named twice: sent once
+		}
+		seen[id] = true
+		l, err := d.Get(id)
+		if err != nil {
+			reportEach(stderr, libError{err})
+			failed++
+			continue
+		}
+		letters = append(letters, l)
+	}
+	return letters, failed
+}
+
+func countErrors(err error) int {
+	if err == nil {
+		return 0
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
+}
+
+func reportEach(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "grantretry: deadletter: %s\n", line)
+	}
+}
+
+// redeliverer sends letters one after another and reports on each.
+type redeliverer struct {
+	d      *grantretry.DeadLetterDir
+	f      *redeliverFlags
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// run redelivers letters; unreadable is how many named letters could not
+// be read.
+func (r redeliverer) run(letters []*grantretry.Letter, unreadable int) error {
+	client, closeIdle := newRedeliveryClient(r.f.creds.header)
+	defer closeIdle()
+	failed := unreadable
+	for _, l := range letters {
+		var err error
+		if r.f.dryRun {
+			err = writePlan(r.stdout, l, &r.f.creds)
+		} else {
+			err = r.one(client, l)
+		}
+		if err != nil {
+			reportEach(r.stderr, libError{err})
+			failed++
+		}
+	}
+	total := len(letters) + unreadable
+	if failed > 0 {
+		return fmt.Errorf("%d of %s not redelivered", failed, plural(total, "letter"))
+	}
+	if total == 0 {
+		fmt.Fprintln(r.stdout, "no letters to redeliver")
+	}
+	return nil
+}
+
+// one redelivers l and, if it was answered 1xx-3xx, marks it redelivered.
+func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
+	defer cancel()
+	resp, err := grantretry.Redeliver(ctx, client, l)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	out, _ := grantretry.OutcomeOf(resp)
+	summary := fmt.Sprintf("answered %s (%s after %s)", resp.Status, out.Disposition, plural(out.Attempts, "attempt"))
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Dir())
+	}
+	rec := grantretry.Redelivery{Time: time.Now().UTC(), Status: resp.StatusCode, Disposition: out.Disposition,
+		Attempts: out.Attempts, Note: "grantretry deadletter redeliver"}
+	if err := r.d.MarkRedelivered(l.ID, rec); err != nil {
+		return fmt.Errorf("letter %s was %s, but could not be marked redelivered: %w", l.ID, summary, err)
+	}
+	fmt.Fprintf(r.stdout, "redelivered %s: %s\n", l.ID, summary)
+	return nil
+}
+
+// newRedeliveryClient returns a client that sends through a grantretry
+// Transport with the default policy, adds the operator's headers to a
+// clone of each request, and follows no redirect, which would carry those
+// headers to another host.
+func newRedeliveryClient(creds http.Header) (*http.Client, func()) {
+	tr := grantretry.New(nil)
+	return &http.Client{
+		Transport:     withHeaders{next: tr, header: creds},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, tr.CloseIdleConnections
+}
+
+// withHeaders sets its headers on a clone of each request, replacing any
+// of the same name, and never touches the caller's request.
+type withHeaders struct {
+	next   http.RoundTripper
+	header http.Header
+}
+
+func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	setHeaders(r.Header, w.header)
+	return w.next.RoundTrip(r)
+}
+
+func setHeaders(dst, src http.Header) {
+	for name, vs := range src {
+		dst[name] = slices.Clone(vs)
+	}
+}
+
+// credentials are the operator's headers, with where each value came from,
+// so a dry run can name its source without showing it.
+type credentials struct {
+	header http.Header
+	source map[string]string // canonical name -> "-header" or "$VAR"
+	// err is the first bad -header or -header-env. It is kept here, not
+	// returned by Set, because the flag package would quote the argument,
+	// secret and all, in its message.
+	err error
+}
+
+func (c *credentials) add(name, value, source string) {
+	if c.err == nil {
+		c.err = c.check(name, value)
+	}
+	if c.err != nil {
+		return
+	}
+	if c.header == nil {
+		c.header, c.source = http.Header{}, map[string]string{}
+	}
+	name = http.CanonicalHeaderKey(name)
+	c.header.Add(name, value)
+	c.source[name] = source
+}
+
+func (c *credentials) check(name, value string) error {
+	if !validHeaderName(name) {
+		return fmt.Errorf("%q is not a valid header name", name)
+	}
+	switch canon := http.CanonicalHeaderKey(name); canon {
+	case grantretry.HeaderIdempotencyKey, grantretry.HeaderCorrelationID, "Host", "Content-Length":
+		return fmt.Errorf("%s comes from the letter, not from a flag", canon)
+	}
+	if value == "" {
+		return fmt.Errorf("header %s: empty value", name)
+	}
+	if strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
+		return fmt.Errorf("header %s: control character in the value", name)
+	}
+	return nil
+}
+
+// shown is a header value as a dry run prints it: the operator's own, and
+// any a letter should never have held, are named but not shown.
+func (c *credentials) shown(name, value string) string {
+	if src, ok := c.source[name]; ok {
+		return "[not shown: from " + src + "]"
+	}
+	switch name {
+	case "Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "Api-Key", "X-Auth-Token":
+		return "[not shown]"
+	}
+	return value
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// headerFlag is -header "Name: value".
+type headerFlag struct{ c *credentials }
+
+func (f headerFlag) String() string { return "" }
+
+func (f headerFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	if !ok && f.c.err == nil {
+		f.c.err = errors.New(`-header wants "Name: value"`) // without the argument, which may be a secret
+	}
+	f.c.add(strings.TrimSpace(name), strings.TrimSpace(value), "-header")
+	return nil
+}
+
+// headerEnvFlag is -header-env "Name=VAR".
+type headerEnvFlag struct{ c *credentials }
+
+func (f headerEnvFlag) String() string { return "" }
+
+func (f headerEnvFlag) Set(s string) error {
+	name, env, ok := strings.Cut(s, "=")
+	if !ok || env == "" {
+		return errors.New(`want "Name=VAR"`)
+	}
+	value, ok := os.LookupEnv(env)
+	if !ok {
+		return fmt.Errorf("environment variable %s is not set", env)
+	}
+	f.c.add(strings.TrimSpace(name), value, "$"+env)
+	return nil
+}
+
+// writePlan prints what redelivering l would send, built as Redeliver
+// builds it, with the operator's headers named but not shown.
+func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
+	req, err := grantretry.NewRedeliveryRequest(context.Background(), l)
+	if err != nil {
+		return err
+	}
+	setHeaders(req.Header, c.header)
+	var b strings.Builder
+	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, req.Method, req.URL)
+	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
+		for _, v := range req.Header[name] {
+			fmt.Fprintf(&b, "  %s: %s\n", name, c.shown(name, v))
+		}
+	}
+	sum := sha256.Sum256(l.Body)
+	fmt.Fprintf(&b, "  body: %d bytes, sha256 %s\n", len(l.Body), hex.EncodeToString(sum[:]))
+	if l.SubmissionID != "" {
+		fmt.Fprintf(&b, "  submission id: %s (in the audit trail; sent in no header)\n", l.SubmissionID)
+	}
+	for _, name := range l.Redacted {
+		if _, ok := c.source[http.CanonicalHeaderKey(name)]; !ok {
+			fmt.Fprintf(&b, "  warning: %s was left out of the letter and no -header gives it\n", name)
+		}
+	}
+	for _, name := range l.RedactedQuery {
+		fmt.Fprintf(&b, "  warning: query parameter %s was left out of the letter's URL; no flag can give it back\n", name)
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// dlFunder is a loopback funder that honours Idempotency-Key (one effect
+// per key, the first answer replayed for a repeat), wants the operator's
+// credentials, and refuses anything sent to /reject with 422.
+type dlFunder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests int
+	effects  map[string]int // key -> times applied
+	answers  map[string]string
+	headers  []http.Header
+}
+
+const (
+	dlToken  = "Bearer op-token-7731"
+	dlAPIKey = "k-secret-5150"
+	dlKeyEnv = "GRANTRETRY_TEST_DL_API_KEY"
+)
+
+func newDLFunder(t *testing.T) *dlFunder {
+	f := &dlFunder{effects: map[string]int{}, answers: map[string]string{}}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *dlFunder) serve(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	key := r.Header.Get(grantretry.HeaderIdempotencyKey)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests++
+	f.headers = append(f.headers, r.Header.Clone())
+	switch {
+	case r.Header.Get("Authorization") != dlToken || r.Header.Get("X-Api-Key") != dlAPIKey:
+		http.Error(w, "who are you?", http.StatusUnauthorized)
+	case r.URL.Path == "/reject":
+		http.Error(w, "budget narrative missing", http.StatusUnprocessableEntity)
+	case f.answers[key] != "":
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, f.answers[key])
+	default:
+		f.effects[key]++
+		f.answers[key] = fmt.Sprintf(`{"receipt":"R-%d"}`, len(f.answers)+1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, f.answers[key])
+	}
+}
+
+func (f *dlFunder) stats() (requests int, effects map[string]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	effects = map[string]int{}
+	for k, v := range f.effects {
+		effects[k] = v
+	}
+	return f.requests, effects
+}
+
+// apply sends l's call with its key and the credentials, as the pipeline
+// did before the answer was lost.
+func (f *dlFunder) apply(t *testing.T, l *grantretry.Letter) {
+	t.Helper()
+	req, _ := http.NewRequest(l.Method, l.URL, bytes.NewReader(l.Body))
+	req.Header.Set(grantretry.HeaderIdempotencyKey, l.IdempotencyKey)
+	req.Header.Set("Authorization", dlToken)
+	req.Header.Set("X-Api-Key", dlAPIKey)
+	resp, err := f.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func dlLetter(id, url string, body []byte) *grantretry.Letter {
+	sum := sha256.Sum256(body)
+	created := time.Date(2026, 1, 15, 9, 30, 0, 0, time.UTC)
+	return &grantretry.Letter{
+		Version:        grantretry.LetterVersion,
+		ID:             id,
+		Disposition:    grantretry.DeadLetter,
+		StopReason:     grantretry.StopRetriesSpent,
+		Reason:         "transient:503",
+		Method:         http.MethodPost,
+		URL:            url,
+		Header:         http.Header{"Content-Type": {"application/json"}},
+		Redacted:       []string{"Authorization", "X-Api-Key"},
+		Body:           body,
+		BodySHA256:     hex.EncodeToString(sum[:]),
+		BodyBytes:      int64(len(body)),
+		IdempotencyKey: grantretry.IdempotencyKey("GRANT-"+id, body),
+		CorrelationID:  "corr-" + id,
+		SubmissionID:   "GRANT-" + id,
+		Attempts:       5,
+		LastStatus:     503,
+		FirstAttempt:   created.Add(-40 * time.Second),
+		LastAttempt:    created.Add(-time.Second),
+		Created:        created,
+	}
+}
+
+// dlSeed writes letters into a new directory and returns its path.
+func dlSeed(t *testing.T, letters ...*grantretry.Letter) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "letters")
+	d, err := grantretry.OpenDeadLetterDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range letters {
+		if err := d.PutDeadLetter(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func dlRun(args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = runDeadLetter(args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func dlPending(t *testing.T, dir string) []string {
+	t.Helper()
+	d, err := grantretry.OpenDeadLetterDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := d.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, l := range ls {
+		ids = append(ids, l.ID)
+	}
+	return ids
+}
+
+func wantAll(t *testing.T, what, text string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(text, s) {
+			t.Errorf("%s lacks %q:\n%s", what, s, text)
+		}
+	}
+}
+
+func wantNone(t *testing.T, what, text string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if strings.Contains(text, s) {
+			t.Errorf("%s shows %q:\n%s", what, s, text)
+		}
+	}
+}
+
+var dlBody = []byte(`{"applicant":"Riverside Food Bank","amount":25000}`)
+
+func TestDeadLetterListPrintsATableAndTheCount(t *testing.T) {
+	a := dlLetter("L-a", "https://funder.example/v1/applications", dlBody)
+	b := dlLetter("L-b", "https://funder.example/v1/reports", nil)
+	b.Disposition, b.StopReason, b.LastStatus, b.LastError = grantretry.CircuitOpen, grantretry.StopCircuitOpen, 0, "connection refused"
+	dir := dlSeed(t, a, b)
+	stdout, _, err := dlRun("list", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "list", stdout, "ID ", "DISPOSITION", "L-a", "L-b", "2026-01-15T09:30:00Z", "circuit_open",
+		"connection refused", "https://funder.example/v1/reports", "2 letters in "+dir)
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 4 {
+		t.Errorf("list printed %d lines, want a header, two letters and the count:\n%s", len(lines), stdout)
+	}
+}
+
+func TestDeadLetterListOfAnEmptyDirectory(t *testing.T) {
+	dir := dlSeed(t)
+	stdout, _, err := dlRun("list", dir)
+	if err != nil || strings.TrimSpace(stdout) != "0 letters in "+dir {
+		t.Errorf("list = %q, %v; want the count alone", stdout, err)
+	}
+}
+
+func TestDeadLetterListJSONLeavesBodiesOut(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	stdout, _, err := dlRun("list", "--json", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []grantretry.Letter
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("list -json is not a JSON array of letters: %v\n%s", err, stdout)
+	}
+	if len(got) != 1 || got[0].ID != "L-a" || got[0].Body != nil || got[0].BodyBytes != int64(len(dlBody)) {
+		t.Errorf("list -json = %+v; want L-a, its size and no body", got)
+	}
+}
+
+func TestDeadLetterListReportsACorruptFile(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	if err := os.WriteFile(filepath.Join(dir, "L-b.json"), []byte(`{"version":1,`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := dlRun("list", dir)
+	if !errors.Is(err, grantretry.ErrBadLetter) {
+		t.Fatalf("list: %v, want ErrBadLetter", err)
+	}
+	wantAll(t, "error", err.Error(), "L-b.json")
+	wantNone(t, "error", err.Error(), "grantretry:")
+	wantAll(t, "list", stdout, "L-a", "1 letter in")
+}
+
+func TestDeadLetterShowPrintsEveryField(t *testing.T) {
+	l := dlLetter("L-a", "https://funder.example/v1/applications?cycle=2026", dlBody)
+	stdout, _, err := dlRun("show", dlSeed(t, l), l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "show", stdout, "L-a", "waiting", "dead_letter", "retries_exhausted", "transient:503",
+		"2026-01-15T09:29:20Z", "2026-01-15T09:29:59Z", "503", "POST", l.URL, l.SubmissionID,
+		l.IdempotencyKey, l.CorrelationID, "Content-Type: application/json", "Authorization, X-Api-Key",
+		fmt.Sprintf("%d bytes, sha256 %s", len(dlBody), l.BodySHA256), string(dlBody))
+}
+
+func TestDeadLetterShowKeepsBinaryBodyOffTheTerminal(t *testing.T) {
+	body := []byte("PDF\x1b[31m\x00\x01binary")
+	l := dlLetter("L-a", "https://funder.example/x", body)
+	dir := dlSeed(t, l)
+	stdout, _, err := dlRun("show", dir, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "show", stdout, "-body writes it out", l.BodySHA256)
+	wantNone(t, "show", stdout, "\x1b[31m")
+	raw, _, err := dlRun("show", dir, l.ID, "-body")
+	if err != nil || raw != string(body) {
+		t.Errorf("show -body = %q, %v; want the raw body", raw, err)
+	}
+}
+
+func TestDeadLetterShowFindsARedeliveredLetter(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	if _, _, err := dlRun("redeliver", dir, l.ID, "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := dlRun("show", dir, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "show", stdout, "redelivered 20", "answered 201 (succeeded after 1 attempt)")
+}
+
+func TestDeadLetterRedeliverAppliesEachLetterOnceAndMovesIt(t *testing.T) {
+	f := newDLFunder(t)
+	applied := dlLetter("L-applied", f.URL+"/v1/applications", dlBody)
+	fresh := dlLetter("L-fresh", f.URL+"/v1/applications", []byte(`{"applicant":"Hillside Clinic"}`))
+	dir := dlSeed(t, applied, fresh)
+	f.apply(t, applied) // the funder applied it; the answer was lost
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	stdout, stderr, err := dlRun("redeliver", dir, "-all", "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if err != nil {
+		t.Fatalf("redeliver: %v\n%s", err, stderr)
+	}
+	wantAll(t, "redeliver", stdout, "redelivered L-applied: answered 201 Created", "redelivered L-fresh")
+	if requests, effects := f.stats(); requests != 3 || effects[applied.IdempotencyKey] != 1 || effects[fresh.IdempotencyKey] != 1 {
+		t.Errorf("funder got %d requests with effects %v; want 3 requests and one effect per letter", requests, effects)
+	}
+	if ids := dlPending(t, dir); len(ids) != 0 {
+		t.Errorf("letters still waiting: %q", ids)
+	}
+	for _, name := range []string{"L-applied.json", "L-applied.result.json", "L-fresh.json", "L-fresh.result.json"} {
+		if _, err := os.Stat(filepath.Join(dir, grantretry.RedeliveredDir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestDeadLetterRedeliverDryRunSendsNothingAndHidesCredentials(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications?cycle=2026", dlBody)
+	l.Redacted = append(l.Redacted, "X-Portal-Session")
+	dir := dlSeed(t, l)
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	stdout, _, err := dlRun("redeliver", "-dry-run", dir, l.ID, "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "dry run", stdout, "nothing sent", "POST "+l.URL, "Content-Type: application/json",
+		"Idempotency-Key: "+l.IdempotencyKey, "X-Correlation-Id: "+l.CorrelationID,
+		"Authorization: [not shown: from -header]", "X-Api-Key: [not shown: from $"+dlKeyEnv+"]",
+		fmt.Sprintf("body: %d bytes, sha256 %s", len(dlBody), l.BodySHA256), "X-Portal-Session was left out")
+	wantNone(t, "dry run", stdout, "op-token", dlAPIKey)
+	if requests, _ := f.stats(); requests != 0 {
+		t.Errorf("dry run sent %d requests", requests)
+	}
+	if ids := dlPending(t, dir); len(ids) != 1 {
+		t.Errorf("dry run moved the letter: waiting %q", ids)
+	}
+}
+
+func TestDeadLetterRedeliverLeavesRefusedLettersInPlace(t *testing.T) {
+	f := newDLFunder(t)
+	rejected := dlLetter("L-rejected", f.URL+"/reject", dlBody)
+	ok := dlLetter("L-ok", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, rejected, ok)
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	_, stderr, err := dlRun("redeliver", dir, "L-rejected", "L-ok", "L-ok", "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if err == nil {
+		t.Fatal("redeliver succeeded; the funder refused a letter")
+	}
+	wantAll(t, "error", err.Error(), "1 of 2 letters not redelivered")
+	wantAll(t, "stderr", stderr, "grantretry: deadletter: letter L-rejected not redelivered: answered 422")
+	if ids := dlPending(t, dir); len(ids) != 1 || ids[0] != "L-rejected" {
+		t.Errorf("waiting %q, want L-rejected alone", ids)
+	}
+}
+
+func TestDeadLetterRedeliverWithoutCredentialsIsRefusedByTheFunder(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	_, stderr, err := dlRun("redeliver", dir, l.ID)
+	if err == nil {
+		t.Fatal("redeliver without credentials succeeded")
+	}
+	wantAll(t, "stderr", stderr, "answered 401")
+	if sent := f.headers[0]; sent.Get("Authorization") != "" {
+		t.Errorf("the letter carried credentials of its own: %q", sent.Get("Authorization"))
+	}
+	if ids := dlPending(t, dir); len(ids) != 1 {
+		t.Errorf("waiting %q, want the letter", ids)
+	}
+}
+
+func TestDeadLetterRedeliverRefusesAnUnsafeLetterWithoutSending(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	l.IdempotencyKey = ""
+	dir := dlSeed(t, l)
+	_, stderr, err := dlRun("redeliver", dir, l.ID, "-header", "Authorization: "+dlToken)
+	if err == nil {
+		t.Fatal("redeliver of a POST without a key succeeded")
+	}
+	wantAll(t, "stderr", stderr, "grantretry: deadletter: letter L-a: POST without an Idempotency-Key")
+	if requests, _ := f.stats(); requests != 0 {
+		t.Errorf("funder got %d requests", requests)
+	}
+}
+
+func TestWithHeadersLeavesTheCallersRequestAlone(t *testing.T) {
+	var got http.Header
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header
+		return &http.Response{StatusCode: 204, Body: http.NoBody, Request: r}, nil
+	})
+	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/x", nil)
+	req.Header.Set("Authorization", "stale")
+	_, err := withHeaders{next: next, header: http.Header{"Authorization": {dlToken}}}.RoundTrip(req)
+	if err != nil || got.Get("Authorization") != dlToken || req.Header.Get("Authorization") != "stale" {
+		t.Errorf("sent %q, caller's request now %q (%v); want %q sent and the caller's untouched",
+			got.Get("Authorization"), req.Header.Get("Authorization"), err, dlToken)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestDeadLetterHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"-help"}, {"--help"}, {"help"},
+		{"list", "-help"}, {"list", "DIR", "--help"},
+		{"show", "-help"}, {"show", "--help"},
+		{"redeliver", "-help"}, {"redeliver", "DIR", "ID", "--help"},
+	} {
+		stdout, stderr, err := dlRun(args...)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout, "Usage: grantretry deadletter") || stderr != "" {
+			t.Errorf("%q: %v, stdout %q, stderr %q; want the help on stdout and flag.ErrHelp", args, err, stdout, stderr)
+		}
+	}
+}
+
+func TestDeadLetterCalledWrongly(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	t.Setenv(dlKeyEnv, "")
+	os.Unsetenv(dlKeyEnv)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing subcommand"},
+		{[]string{"purge", dir}, `unknown subcommand "purge"`},
+		{[]string{"list"}, "list wants one directory"},
+		{[]string{"list", dir, dir}, "list wants one directory"},
+		{[]string{"list", dir, "-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"show", dir}, "show wants a directory and one letter id"},
+		{[]string{"redeliver"}, "redeliver wants a directory"},
+		{[]string{"redeliver", dir}, "letter ids or -all"},
+		{[]string{"redeliver", dir, "L-a", "-all"}, "letter ids or -all"},
+		{[]string{"redeliver", dir, "-all", "-timeout", "0s"}, "-timeout 0s"},
+		{[]string{"redeliver", dir, "-all", "-header", "Authorization Bearer op-token-7731"}, `-header wants "Name: value"`},
+		{[]string{"redeliver", dir, "-all", "-header", "Bad Name: op-token-7731"}, `"Bad Name" is not a valid header name`},
+		{[]string{"redeliver", dir, "-all", "-header", "Idempotency-Key: k"}, "comes from the letter"},
+		{[]string{"redeliver", dir, "-all", "-header", "X-Note: a\x00b"}, "control character"},
+		{[]string{"redeliver", dir, "-all", "-header-env", "X-Api-Key"}, `want "Name=VAR"`},
+		{[]string{"redeliver", dir, "-all", "-header-env", "X-Api-Key=" + dlKeyEnv}, dlKeyEnv + " is not set"},
+	} {
+		_, _, err := dlRun(tc.args...)
+		var uerr usageError
+		if !errors.As(err, &uerr) {
+			t.Errorf("%q: %v, want a usage error", tc.args, err)
+			continue
+		}
+		wantAll(t, fmt.Sprintf("%q", tc.args), err.Error(), tc.want)
+		wantNone(t, fmt.Sprintf("%q", tc.args), err.Error(), "op-token")
+	}
+}
+
+func TestDeadLetterFailures(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	missing := filepath.Join(t.TempDir(), "nowhere")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", missing}, "no such file or directory"},
+		{[]string{"show", dir, "L-zz"}, "letter L-zz: not in"},
+		{[]string{"show", dir, "../L-a"}, "not a safe file name"},
+		{[]string{"redeliver", dir, "L-zz", "-dry-run"}, "1 of 1 letter not redelivered"},
+	} {
+		_, _, err := dlRun(tc.args...)
+		var uerr usageError
+		if err == nil || errors.As(err, &uerr) || errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%q: %v, want a failure", tc.args, err)
+			continue
+		}
+		wantAll(t, fmt.Sprintf("%q", tc.args), err.Error(), tc.want)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("list created the missing directory: %v", err)
+	}
+}

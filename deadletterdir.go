@@ -1,0 +1,480 @@
+package grantretry
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrBadLetter matches every error about a letter that is malformed, lies
+// about its body, cannot be read back, or cannot be redelivered safely.
+var ErrBadLetter = errors.New("grantretry: bad letter")
+
+// MaxLetterIDLen bounds a Letter's ID, which is also its file name.
+const MaxLetterIDLen = 128
+
+// RedeliveredDir is the subdirectory of a DeadLetterDir that holds the
+// letters marked redelivered, each with its result.
+const RedeliveredDir = "redelivered"
+
+const (
+	letterExt = ".json"
+	resultExt = ".result.json"
+	// tempPrefix starts every temporary file: a leading dot keeps it out
+	// of List and of a shell's "*.json".
+	tempPrefix = ".tmp-"
+	// staleTempAge is how old a temporary file must be before
+	// OpenDeadLetterDir removes it, so that opening the directory in one
+	// process never deletes a letter another process is writing.
+	staleTempAge = time.Minute
+	// maxLetterFile bounds what is read back as one letter.
+	maxLetterFile = 256 << 20
+)
+
+// DeadLetterDir is the durable DeadLetterSink: a directory holding each
+// letter as its own file, <ID>.json, written so that a crash leaves either a
+// whole letter or none. Letters marked redelivered move to the
+// RedeliveredDir subdirectory, next to a record of the redelivery; a letter
+// file is never edited. Open one with OpenDeadLetterDir; the zero value is
+// not usable. A DeadLetterDir is safe for concurrent use, and several
+// processes may write letters into one directory.
+type DeadLetterDir struct {
+	dir string
+	// mu serialises MarkRedelivered, and publishing where the filesystem
+	// has no hard links, within this process.
+	mu sync.Mutex
+	// Test seams, nil outside tests: afterTempWrite runs once a temporary
+	// file is written and synced, before it gets its final name; link
+	// replaces os.Link.
+	afterTempWrite func(tmp string)
+	link           func(oldname, newname string) error
+}
+
+var _ DeadLetterSink = (*DeadLetterDir)(nil)
+
+// Redelivery records what became of a letter that was sent again. It is
+// written as <ID>.result.json next to the letter in RedeliveredDir, and is
+// plain data, like a Letter.
+type Redelivery struct {
+	ID          string      `json:"id"` // the letter's
+	Time        time.Time   `json:"time"`
+	Status      int         `json:"status"`                // the answer's status code
+	Disposition Disposition `json:"disposition,omitempty"` // when the redelivery went through a Transport
+	Attempts    int         `json:"attempts,omitempty"`    // likewise
+	Note        string      `json:"note,omitempty"`
+}
+
+// OpenDeadLetterDir opens dir as a DeadLetterDir, creating it (mode 0700)
+// and its RedeliveredDir if needed. It removes the temporary files a
+// crashed write left behind, once they are a minute old; a younger one may
+// belong to another process still writing, and is ignored by List anyway.
+func OpenDeadLetterDir(dir string) (*DeadLetterDir, error) {
+	if dir == "" {
+		return nil, errors.New("grantretry: dead letter directory: empty name")
+	}
+	d := &DeadLetterDir{dir: dir}
+	if err := mkdirDurable(dir); err != nil {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+	}
+	if err := mkdirDurable(d.archive()); err != nil {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+	}
+	for _, sub := range []string{dir, d.archive()} {
+		if err := removeStaleTemps(sub, time.Now()); err != nil {
+			return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// Dir returns the directory's path.
+func (d *DeadLetterDir) Dir() string { return d.dir }
+
+func (d *DeadLetterDir) archive() string { return filepath.Join(d.dir, RedeliveredDir) }
+
+// mkdirDurable creates dir if it is missing and syncs its parent, so the
+// new directory survives a crash along with the first letter in it.
+func mkdirDurable(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncLetterDir(filepath.Dir(dir))
+}
+
+func removeStaleTemps(dir string, now time.Time) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < staleTempAge {
+			continue // gone already, or perhaps still being written
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutDeadLetter validates l and stores it as <ID>.json: written to a
+// temporary file, synced, given its final name without replacing anything,
+// and the directory synced. It refuses a letter whose ID is already stored
+// (the error matches fs.ErrExist) and a malformed one (ErrBadLetter). ctx is
+// consulted only before writing starts: a write once begun is finished, so
+// that a letter is never lost half way.
+func (d *DeadLetterDir) PutDeadLetter(ctx context.Context, l *Letter) error {
+	if err := validateLetter(l); err != nil {
+		return err
+	}
+	if ctx != nil && ctx.Err() != nil {
+		return fmt.Errorf("grantretry: letter %s not written: %w", l.ID, ctx.Err())
+	}
+	data, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return fmt.Errorf("grantretry: letter %s: %w", l.ID, err)
+	}
+	if err := d.writeFile(d.dir, l.ID+letterExt, append(data, '\n'), d.publishNew); err != nil {
+		return fmt.Errorf("grantretry: letter %s: %w", l.ID, err)
+	}
+	return nil
+}
+
+// writeFile writes data durably as dir/name: to a temporary file, synced,
+// then published under its name by publish, then dir synced.
+func (d *DeadLetterDir) writeFile(dir, name string, data []byte, publish func(tmp, final string) error) error {
+	f, err := os.CreateTemp(dir, tempPrefix+name+"-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // once published it is a second name, or gone
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if d.afterTempWrite != nil {
+		d.afterTempWrite(tmp)
+	}
+	if err := publish(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncLetterDir(dir)
+}
+
+// publishNew gives tmp the name final unless final exists. A hard link
+// refuses atomically, even against another process. Where the filesystem
+// has no hard links it falls back to checking, then renaming, under mu:
+// another process could slip a letter of the same ID in between, but IDs
+// end in a random suffix, so that takes a collision nobody can arrange.
+func (d *DeadLetterDir) publishNew(tmp, final string) error {
+	link := os.Link
+	if d.link != nil {
+		link = d.link
+	}
+	err := link(tmp, final)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("already stored as %s: %w", final, fs.ErrExist)
+	}
+	if err == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := os.Lstat(final); err == nil {
+		return fmt.Errorf("already stored as %s: %w", final, fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.Rename(tmp, final)
+}
+
+// syncLetterDir makes the names created and removed in dir durable. Windows
+// cannot sync a directory, and its filesystems journal renames anyway.
+func syncLetterDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// List returns the letters in the directory, not those redelivered, sorted
+// by Created, then ID. Temporary files and subdirectories are skipped. A
+// .json file that is not a whole, valid letter named after its ID is not
+// skipped silently: List still returns every other letter, and err joins
+// one error per such file, each naming it and matching ErrBadLetter.
+func (d *DeadLetterDir) List() ([]*Letter, error) {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+	}
+	var letters []*Letter
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) {
+			continue
+		}
+		l, err := readLetter(d.dir, strings.TrimSuffix(name, letterExt))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		letters = append(letters, l)
+	}
+	sortLetters(letters)
+	return letters, errors.Join(errs...)
+}
+
+func sortLetters(ls []*Letter) {
+	slices.SortFunc(ls, func(a, b *Letter) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// Get returns the letter id, not yet redelivered. The error matches
+// fs.ErrNotExist if there is none, and ErrBadLetter if id is not a valid
+// letter ID or the file is not a valid letter.
+func (d *DeadLetterDir) Get(id string) (*Letter, error) {
+	if err := validateLetterID(id); err != nil {
+		return nil, err
+	}
+	return readLetter(d.dir, id)
+}
+
+// Redelivered returns the letter id from RedeliveredDir and the record of
+// its redelivery. The error matches fs.ErrNotExist if it was not marked
+// redelivered.
+func (d *DeadLetterDir) Redelivered(id string) (*Letter, *Redelivery, error) {
+	if err := validateLetterID(id); err != nil {
+		return nil, nil, err
+	}
+	l, err := readLetter(d.archive(), id)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := readFileLimited(filepath.Join(d.archive(), id+resultExt))
+	if err != nil {
+		return l, nil, fmt.Errorf("grantretry: letter %s: redelivery record: %w", id, err)
+	}
+	var r Redelivery
+	if err := json.Unmarshal(data, &r); err != nil {
+		return l, nil, badLetter(id, "redelivery record %s: %v", filepath.Join(d.archive(), id+resultExt), err)
+	}
+	return l, &r, nil
+}
+
+// readLetter reads dir/<id>.json and checks that it is a valid letter
+// named after its own ID.
+func readLetter(dir, id string) (*Letter, error) {
+	path := filepath.Join(dir, id+letterExt)
+	data, err := readFileLimited(path)
+	if err != nil {
+		return nil, fmt.Errorf("grantretry: letter %s: %w", shownID(id), err)
+	}
+	l := new(Letter)
+	if err := json.Unmarshal(data, l); err != nil {
+		return nil, badLetter(id, "%s: %v", path, err)
+	}
+	if err := validateLetter(l); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if l.ID != id {
+		return nil, badLetter(id, "%s holds letter %s", path, shownID(l.ID))
+	}
+	return l, nil
+}
+
+func readFileLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxLetterFile+1))
+	if err == nil && len(data) > maxLetterFile {
+		err = fmt.Errorf("%s is larger than %d bytes", path, maxLetterFile)
+	}
+	return data, err
+}
+
+// MarkRedelivered records r as the result of redelivering the letter id,
+// then moves the letter into RedeliveredDir; both steps are durable, and
+// the letter's file is moved, never edited. r.ID is set to id, and a zero
+// r.Time to now. The record is written first, so a crash between the two
+// leaves the letter in place, to be redelivered (with the same key) and
+// marked again, never a moved letter without its record. Two processes
+// marking one letter at once may leave the record of either.
+func (d *DeadLetterDir) MarkRedelivered(id string, r Redelivery) error {
+	if err := validateLetterID(id); err != nil {
+		return err
+	}
+	r.ID = id
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("grantretry: letter %s: %w", id, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from, to := filepath.Join(d.dir, id+letterExt), filepath.Join(d.archive(), id+letterExt)
+	if err := checkMovable(from, to); err != nil {
+		return fmt.Errorf("grantretry: letter %s: %w", id, err)
+	}
+	if err := d.writeFile(d.archive(), id+resultExt, append(data, '\n'), os.Rename); err != nil {
+		return fmt.Errorf("grantretry: letter %s: redelivery record: %w", id, err)
+	}
+	if err := moveDurable(from, to); err != nil {
+		return fmt.Errorf("grantretry: letter %s: %w", id, err)
+	}
+	return nil
+}
+
+// checkMovable reports whether the letter from exists and to does not.
+func checkMovable(from, to string) error {
+	if _, err := os.Lstat(from); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("already redelivered as %s: %w", to, fs.ErrExist)
+	}
+	return nil
+}
+
+func moveDurable(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	if err := syncLetterDir(filepath.Dir(to)); err != nil {
+		return err
+	}
+	return syncLetterDir(filepath.Dir(from))
+}
+
+// letterError is an error about one letter that matches ErrBadLetter.
+type letterError struct{ id, msg string }
+
+func (e *letterError) Error() string {
+	if e.id == "" {
+		return "grantretry: letter: " + e.msg
+	}
+	return "grantretry: letter " + shownID(e.id) + ": " + e.msg
+}
+
+func (e *letterError) Is(target error) bool { return target == ErrBadLetter }
+
+func badLetter(id, format string, args ...any) error {
+	return &letterError{id: id, msg: fmt.Sprintf(format, args...)}
+}
+
+// shownID is id as an error message shows it: quoted, and cut short, unless
+// it is a valid letter ID.
+func shownID(id string) string {
+	if validateLetterID(id) == nil {
+		return id
+	}
+	if len(id) > 64 {
+		id = id[:64] + "..."
+	}
+	return strconv.Quote(id)
+}
+
+// validateLetterID reports whether id is safe as a file name on every
+// system: 1 to MaxLetterIDLen of A-Z a-z 0-9 . _ -, no leading dot, no
+// "..", and not ending in ".result", which names a redelivery record.
+func validateLetterID(id string) error {
+	switch {
+	case id == "":
+		return badLetter(id, "no id")
+	case len(id) > MaxLetterIDLen:
+		return badLetter(id, "id is %d bytes, more than %d", len(id), MaxLetterIDLen)
+	case id[0] == '.', strings.Contains(id, ".."), strings.HasSuffix(id, ".result"):
+		return badLetter(id, "id is not a safe file name")
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return badLetter(id, "id has %q, not a safe file name character", c)
+		}
+	}
+	return nil
+}
+
+// validateLetter checks what a stored letter must get right: a safe ID, a
+// version this package reads, and a body that matches its digest.
+func validateLetter(l *Letter) error {
+	if l == nil {
+		return badLetter("", "nil letter")
+	}
+	if err := validateLetterID(l.ID); err != nil {
+		return err
+	}
+	if l.Version < 1 || l.Version > LetterVersion {
+		return badLetter(l.ID, "unsupported version %d (this package reads 1 to %d)", l.Version, LetterVersion)
+	}
+	return checkLetterBody(l)
+}
+
+// checkLetterBody refuses a letter that lies about its body.
+func checkLetterBody(l *Letter) error {
+	if l.BodyOmitted != "" {
+		if len(l.Body) > 0 {
+			return badLetter(l.ID, "body_omitted is set, yet the letter has a body")
+		}
+		return nil
+	}
+	if l.BodyBytes != int64(len(l.Body)) {
+		return badLetter(l.ID, "body_bytes is %d, the body has %d", l.BodyBytes, len(l.Body))
+	}
+	sum := sha256.Sum256(l.Body)
+	if l.BodySHA256 == hex.EncodeToString(sum[:]) || (len(l.Body) == 0 && l.BodySHA256 == "") {
+		return nil
+	}
+	return badLetter(l.ID, "body does not match body_sha256")
+}

@@ -1,0 +1,141 @@
+package grantretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Redeliver sends the dead letter l again through client and returns the
+// answer, as client.Do does. The request is NewRedeliveryRequest's: the
+// letter's method, URL, headers and body, with its Idempotency-Key and
+// X-Correlation-ID, so a funder that honours the key and has already
+// applied the call answers with its first result instead of applying it
+// twice. A funder that ignores the key applies it again.
+//
+// The letter carries no credentials: client supplies its own, typically
+// through its Transport. client may be a plain *http.Client or one whose
+// Transport is a grantretry Transport, which then keeps the letter's key
+// and correlation id and retries under its own policy. A nil client is
+// refused (ErrInvalidRequest) rather than replaced by a default one, which
+// would send without the caller's credentials, timeouts or policy.
+// Letters that cannot be sent safely are refused, sending nothing, with an
+// error matching ErrBadLetter; see NewRedeliveryRequest.
+func Redeliver(ctx context.Context, client *http.Client, l *Letter) (*http.Response, error) {
+	req, err := NewRedeliveryRequest(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, ErrInvalidRequest)
+	}
+	return client.Do(req)
+}
+
+// NewRedeliveryRequest returns the request Redeliver sends for l: its
+// method, URL, header and body (a bytes.Reader, so GetBody is set and every
+// retry sends the same bytes), Idempotency-Key set to l.IdempotencyKey and
+// X-Correlation-ID to l.CorrelationID when they are not empty, and ctx
+// carrying l.SubmissionID (WithSubmissionID) when it is not empty. The
+// letter is not modified.
+//
+// It refuses, with an error matching ErrBadLetter, a letter that is nil,
+// malformed (see DeadLetterDir.PutDeadLetter), of an unsupported version,
+// without its body (BodyOmitted), whose body does not match its SHA-256,
+// whose URL is not an absolute http or https URL, with a control character
+// in a header, key, correlation id or submission id, or whose method is
+// not idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and which has no
+// Idempotency-Key, since sending it again could apply it twice.
+func NewRedeliveryRequest(ctx context.Context, l *Letter) (*http.Request, error) {
+	if err := checkRedeliverable(l); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("grantretry: letter %s: nil context: %w", l.ID, ErrInvalidRequest)
+	}
+	if l.SubmissionID != "" {
+		ctx = WithSubmissionID(ctx, l.SubmissionID)
+	}
+	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
+	if err != nil {
+		return nil, badLetter(l.ID, "%v", err)
+	}
+	req.Header = redeliveryHeader(l)
+	return req, nil
+}
+
+// redeliveryHeader is a copy of the letter's header with the letter's own
+// key and correlation id, and no other spelling of either.
+func redeliveryHeader(l *Letter) http.Header {
+	h := make(http.Header, len(l.Header)+2)
+	for name, vs := range l.Header {
+		switch http.CanonicalHeaderKey(name) {
+		case HeaderIdempotencyKey, HeaderCorrelationID:
+			continue
+		}
+		h[name] = append([]string(nil), vs...)
+	}
+	if l.IdempotencyKey != "" {
+		h.Set(HeaderIdempotencyKey, l.IdempotencyKey)
+	}
+	if l.CorrelationID != "" {
+		h.Set(HeaderCorrelationID, l.CorrelationID)
+	}
+	return h
+}
+
+// checkRedeliverable refuses a letter that cannot be sent again safely.
+func checkRedeliverable(l *Letter) error {
+	if err := validateLetter(l); err != nil {
+		return err
+	}
+	if l.BodyOmitted != "" {
+		return badLetter(l.ID, "its body was not kept (%s): there is nothing to send", l.BodyOmitted)
+	}
+	if !idempotentMethod(l.Method) && l.IdempotencyKey == "" {
+		return badLetter(l.ID, "%s without an Idempotency-Key: sending it again could apply it twice", l.Method)
+	}
+	if err := checkLetterURL(l); err != nil {
+		return err
+	}
+	return checkLetterFields(l)
+}
+
+func checkLetterURL(l *Letter) error {
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		return badLetter(l.ID, "url: %v", errors.Unwrap(err))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return badLetter(l.ID, "url is not an absolute http or https URL")
+	}
+	return nil
+}
+
+// checkLetterFields refuses what would split a header or be refused by a
+// Transport: control characters, and a submission id it would not accept.
+func checkLetterFields(l *Letter) error {
+	if hasControl(l.IdempotencyKey) || hasControl(l.CorrelationID) {
+		return badLetter(l.ID, "control character in the idempotency key or correlation id")
+	}
+	if l.SubmissionID != "" {
+		if validateSubmissionID(l.SubmissionID) != nil {
+			return badLetter(l.ID, "submission id is not 1 to %d bytes without control characters", MaxSubmissionIDLen)
+		}
+	}
+	for name, vs := range l.Header {
+		if name == "" || strings.ContainsAny(name, " :") || hasControl(name) {
+			return badLetter(l.ID, "invalid header name %q", name)
+		}
+		for _, v := range vs {
+			if hasControl(v) {
+				return badLetter(l.ID, "control character in header %s", name)
+			}
+		}
+	}
+	return nil
+}
