@@ -93,26 +93,38 @@ func TestHostileEndlessBodyOnRetryableStatus(t *testing.T) {
 }
 
 // A funder that sends headers and then never ends its body, on a status
-// the caller gets back: the caller's reading is bounded by its own context,
-// and the call itself returned at once.
+// the caller gets back: the call returns at once, and the caller's reading
+// is bounded by its own context, ending within deadlineSlack of that
+// context's deadline (grantretry's own timers, disarmed, cannot cut it
+// sooner; a body that waited on them would end later).
 func TestHostileNeverEndingBodyIsTheCallersToBound(t *testing.T) {
 	url := rawFunder(t, func(c net.Conn, quit <-chan struct{}) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
 		<-quit // hold the connection open
 	})
-	tr := New(loopbackTransport(t), WithClock(newFakeClock()))
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("read error %v, want the caller's deadline", err)
-	}
+	const deadline = 200 * time.Millisecond
+	checkEndsOnTime(t, deadline, 0, func(int) time.Duration {
+		tr := New(loopbackTransport(t), WithClock(newFakeClock()))
+		start := time.Now() // before the context, so its deadline is at least start+deadline
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt := time.Since(start); rt >= deadline {
+			t.Errorf("RoundTrip returned after %v, not at once", rt)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("read error %v, want the caller's deadline", err)
+		}
+		checkTook(t, took, deadline)
+		return took
+	})
 }
 
 // Status codes outside HTTP's range, from a real socket. Those net/http
@@ -179,55 +191,79 @@ func TestHostileInformationalFlood(t *testing.T) {
 }
 
 // Hostile Retry-After values over a real socket: ten years and a repeated
-// header end the call at once; negative, garbage and past dates fall back
-// to the backoff.
+// header end the call at once, within deadlineSlack of its start and on
+// the real clock, so that a wait towards the deadline would show; negative,
+// garbage and past dates fall back to the backoff (on a fake clock: no real
+// sleeping).
 func TestHostileRetryAfterValues(t *testing.T) {
 	cases := []struct {
+		name     string
 		values   []string
 		attempts int
 		stop     string
 	}{
-		{[]string{"315360000"}, 1, StopRetryAfter},
-		{[]string{"1", "315360000"}, 1, StopRetryAfter},
-		{[]string{"-30"}, 3, StopRetriesSpent},
-		{[]string{"garbage"}, 3, StopRetriesSpent},
-		{[]string{"Mon, 01 Jan 2001 00:00:00 GMT"}, 3, StopRetriesSpent},
+		{"ten_years", []string{"315360000"}, 1, StopRetryAfter},
+		{"repeated", []string{"1", "315360000"}, 1, StopRetryAfter},
+		{"negative", []string{"-30"}, 3, StopRetriesSpent},
+		{"garbage", []string{"garbage"}, 3, StopRetriesSpent},
+		{"past_date", []string{"Mon, 01 Jan 2001 00:00:00 GMT"}, 3, StopRetriesSpent},
 	}
 	for _, c := range cases {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for _, v := range c.values {
-				w.Header().Add("Retry-After", v)
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for _, v := range c.values {
+					w.Header().Add("Retry-After", v)
+				}
+				w.WriteHeader(503)
+			}))
+			defer srv.Close()
+			call := func(opts ...Option) time.Duration {
+				tr := New(loopbackTransport(t), append(opts, WithoutBreaker())...)
+				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if o := mustOutcome(t, resp); o.Attempts != c.attempts || o.StopReason != c.stop {
+					t.Errorf("Retry-After %v: outcome %+v, want %d attempts, %s", c.values, o, c.attempts, c.stop)
+				}
+				return took
 			}
-			w.WriteHeader(503)
-		}))
-		tr := New(loopbackTransport(t), WithClock(newFakeClock()), WithBudget(2, time.Minute), WithoutBreaker())
-		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-		resp, err := tr.RoundTrip(req)
-		srv.Close()
-		if err != nil {
-			t.Fatalf("%v: %v", c.values, err)
-		}
-		resp.Body.Close()
-		if o := mustOutcome(t, resp); o.Attempts != c.attempts || o.StopReason != c.stop {
-			t.Errorf("Retry-After %v: outcome %+v, want %d attempts, %s", c.values, o, c.attempts, c.stop)
-		}
+			if c.stop != StopRetryAfter {
+				call(WithClock(newFakeClock()), WithBudget(2, time.Minute))
+				return
+			}
+			const deadline = 2 * time.Second
+			checkEndsOnTime(t, 0, 0, func(int) time.Duration {
+				took := call(WithBudget(2, deadline))
+				checkTook(t, took, deadline)
+				return took
+			})
+		})
 	}
 }
 
 // A funder that accepts and never answers: the call ends by its deadline,
-// within a few milliseconds of it.
+// within deadlineSlack of it and not before it.
 func TestHostileSilentFunderEndsByDeadline(t *testing.T) {
 	url := rawFunder(t, func(_ net.Conn, quit <-chan struct{}) { <-quit })
-	tr := New(loopbackTransport(t), WithBudget(3, 100*time.Millisecond))
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	start := time.Now()
-	_, err := tr.RoundTrip(req)
-	el := time.Since(start)
-	e := mustError(t, err)
-	if e.Disposition != DeadLetter || e.StopReason != StopDeadline {
-		t.Errorf("outcome %+v, want dead_letter by deadline", e.Outcome)
-	}
-	if el > 100*time.Millisecond+500*time.Millisecond {
-		t.Errorf("ended after %v, want close to the 100ms deadline", el)
-	}
+	const deadline = 100 * time.Millisecond
+	checkEndsOnTime(t, deadline, 0, func(int) time.Duration {
+		tr := New(loopbackTransport(t), WithBudget(3, deadline))
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		start := time.Now()
+		_, err := tr.RoundTrip(req)
+		took := time.Since(start)
+		e := mustError(t, err)
+		if e.Disposition != DeadLetter || e.StopReason != StopDeadline {
+			t.Errorf("outcome %+v, want dead_letter by deadline", e.Outcome)
+		}
+		if took > deadline+500*time.Millisecond {
+			t.Errorf("ended after %v, want close to the %v deadline", took, deadline)
+		}
+		return took
+	})
 }
