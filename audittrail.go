@@ -1,0 +1,698 @@
+package grantretry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Audit trail defaults and format.
+const (
+	// DefaultTrailMaxFileSize is the size past which the live file of an
+	// AuditTrail is rotated, when AuditTrailOptions.MaxFileSize is 0.
+	DefaultTrailMaxFileSize int64 = 64 << 20
+	// TrailVersion is the version of the record format AuditTrail writes,
+	// carried by its trail_opened and trail_reopened records.
+	TrailVersion = 1
+)
+
+// The audit trail's own records, written with the same encoding and chain
+// as the Transport's.
+const (
+	MsgTrailOpened    = "grantretry.trail_opened"    // first record of a new trail
+	MsgTrailReopened  = "grantretry.trail_reopened"  // every later open: a restart is visible
+	MsgTrailContinued = "grantretry.trail_continued" // first record of each file after a rotation
+	MsgTrailRecovered = "grantretry.trail_recovered" // a torn last line was cut off on open
+)
+
+// Field names of the chain, which ends every record, and of the trail's own
+// records. Seq, prev and hash are reserved: a record that already has one
+// of these keys, at any depth, is refused.
+const (
+	FieldSeq           = "seq"         // 1 for the first record of the trail, +1 for each record
+	FieldPrev          = "prev"        // hex SHA-256 link of the record before, 64 zeros for the first
+	FieldHash          = "hash"        // hex SHA-256 of prev's 32 bytes and the record up to ,"hash":"
+	FieldTrailVersion  = "version"     // on trail_opened and trail_reopened: TrailVersion
+	FieldTrailFile     = "file"        // on the trail's own records: the live file's base name
+	FieldTrailPrevFile = "prev_file"   // on trail_continued: the file the chain comes from
+	FieldTrailPID      = "pid"         // on trail_opened and trail_reopened: the writing process
+	FieldTornBytes     = "torn_bytes"  // on trail_recovered: how many bytes were cut off
+	FieldTornSHA256    = "torn_sha256" // on trail_recovered: their hex SHA-256
+	FieldTornOffset    = "torn_offset" // on trail_recovered: where the cut bytes began in the file
+)
+
+// ErrAuditTrail matches every error of an AuditTrail, of VerifyAuditTrail
+// and of ReadAuditTrail.
+var ErrAuditTrail = errors.New("grantretry: audit trail")
+
+// errTrailClosed is what a closed trail answers.
+var errTrailClosed = fmt.Errorf("%w: closed", ErrAuditTrail)
+
+// trailPerm is the mode of the files a trail creates: the trail names
+// funder endpoints and submission ids, which are nobody else's business.
+const trailPerm = 0o600
+
+// maxRecordBytes bounds one record, chain fields and newline included, so
+// that a reader needs a bounded buffer.
+const maxRecordBytes = 1 << 20
+
+// chainBytes is the most the chain fields add to a record.
+const chainBytes = len(`,"seq":18446744073709551615,"prev":"`) + 64 + len(`","hash":"`) + 64 + len(`"}`)
+
+// AuditTrailOptions configures OpenAuditTrail. The zero value is the
+// default.
+type AuditTrailOptions struct {
+	// MaxFileSize is the size in bytes past which the live file is
+	// rotated. If 0, DefaultTrailMaxFileSize. A file always holds at least
+	// its first record and one more, whatever the limit.
+	MaxFileSize int64
+	// Clock stamps the trail's own records. If nil, the system clock.
+	Clock Clock
+}
+
+// AuditTrail is a write-once, hash-chained audit trail: a zapcore.WriteSyncer
+// that appends JSON records to a file opened append-only and ends each with
+// its seq, the hash of the record before and its own hash, so that any
+// edit, deletion, insertion or reordering is detectable (VerifyAuditTrail).
+// Sync makes every record written so far durable and records the last one
+// in a head file, so a truncated tail is detectable too. The live file is
+// rotated by size without breaking the chain. See docs/audit-trail.md.
+//
+// After its first failure a trail is broken for good: every later Write and
+// Sync fails, wrapping that first error, and Err reports it. An AuditTrail
+// is safe for concurrent use; one process at a time may write a trail.
+type AuditTrail struct {
+	path, head, dir string // the live file, the head file, their directory
+	maxSize         int64
+	clock           Clock
+	enc             zapcore.Encoder // of the trail's own records
+
+	// fault is the first failure, or the closed state; nil while healthy.
+	// Written under mu, read without it, so Err never waits for a sync.
+	fault atomic.Pointer[trailFault]
+
+	// mu is held across hashing and writing a record, so the chain order
+	// is the file order; every field below is guarded by it.
+	mu      sync.Mutex
+	f       *os.File // the live file
+	size    int64    // bytes in f
+	records int      // records in f
+	index   int      // largest rotated file index, 0 if none
+	seq     uint64   // of the last record written
+	last    [32]byte // hash of the last record written
+	dirty   bool     // records written since the last sync
+	closed  bool
+	h       hash.Hash
+	next    [32]byte // hash of the record being written
+	buf     []byte   // the record being written
+}
+
+// trailFault is a broken or closed trail: first is what the failing call
+// returned, later what every call after it returns.
+type trailFault struct {
+	first, later error
+}
+
+// brokenError is the error of every call after a trail's first failure.
+type brokenError struct {
+	first error
+	msg   string
+}
+
+func (e *brokenError) Error() string { return e.msg }
+func (e *brokenError) Unwrap() error { return e.first }
+
+var _ zapcore.WriteSyncer = (*AuditTrail)(nil)
+
+// trailEncoderConfig is the encoding of every trail record: the Transport's
+// and the trail's own.
+func trailEncoderConfig() zapcore.EncoderConfig {
+	return zapcore.EncoderConfig{
+		TimeKey:        "ts",
+		LevelKey:       "level",
+		MessageKey:     "msg",
+		LineEnding:     "\n",
+		EncodeTime:     encodeTrailTime,
+		EncodeLevel:    zapcore.LowercaseLevelEncoder,
+		EncodeDuration: zapcore.StringDurationEncoder,
+	}
+}
+
+// encodeTrailTime writes RFC 3339 with nanoseconds in UTC, so records
+// written in any zone sort and compare as text.
+func encodeTrailTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+	enc.AppendString(t.UTC().Format(time.RFC3339Nano))
+}
+
+// OpenAuditTrail opens the trail whose live file is path, creating it if
+// there is none, and continues its chain. Its directory must exist. The
+// trail's files are path (live, mode 0600, opened O_APPEND), path.000001
+// and on (rotated), and path.head (the last synced record).
+//
+// Opening an existing trail checks its live file. A torn last line (a crash
+// in the middle of an append: no newline, or a line that does not verify)
+// is cut off and recorded in a trail_recovered record; no record Sync
+// confirmed can be torn. Anything else wrong refuses the open: records the
+// head says were synced are missing or differ, or a line before the last
+// does not verify. Run VerifyAuditTrail, keep the files as evidence and
+// start a new trail elsewhere.
+func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
+	t, err := newAuditTrail(path, o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := surveyTrail(t.path)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.start(s); err != nil {
+		if t.f != nil {
+			t.f.Close()
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+func newAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: no path", ErrAuditTrail)
+	}
+	if o.MaxFileSize < 0 {
+		return nil, fmt.Errorf("%w: MaxFileSize %d is negative", ErrAuditTrail, o.MaxFileSize)
+	}
+	t := &AuditTrail{
+		path:    filepath.Clean(path),
+		maxSize: o.MaxFileSize,
+		clock:   o.Clock,
+		enc:     zapcore.NewJSONEncoder(trailEncoderConfig()),
+		h:       sha256.New(),
+	}
+	t.head, t.dir = t.path+".head", filepath.Dir(t.path)
+	if t.maxSize == 0 {
+		t.maxSize = DefaultTrailMaxFileSize
+	}
+	if t.clock == nil {
+		t.clock = systemClock{}
+	}
+	return t, nil
+}
+
+// start opens the live file where the survey says the chain goes on, cuts a
+// torn tail, writes the records that say what happened, and syncs.
+// t.mu must be held.
+func (t *AuditTrail) start(s trailSurvey) error {
+	f, created, err := openTrailLive(t.path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	t.f, t.index, t.seq, t.last = f, s.index, s.seq, s.last
+	t.size, t.records = s.live.end, s.live.records
+	if s.live.torn > 0 {
+		// The one write that is not an append: the torn bytes were never
+		// synced, and the chain cannot go on after a line that does not
+		// verify. Their size and hash are kept in trail_recovered.
+		if err := f.Truncate(s.live.end); err != nil {
+			return t.fail("cut the torn tail", err)
+		}
+	}
+	if created || s.live.records == 0 {
+		// A live file without records may have been created by a process
+		// that crashed before its directory entry was durable.
+		if err := syncTrailDir(t.dir); err != nil {
+			return t.fail("sync the directory", err)
+		}
+	}
+	opened, err := t.writeFirst(s)
+	if err != nil {
+		return err
+	}
+	if err := t.writeRecovered(s.live); err != nil {
+		return err
+	}
+	if s.existed && !opened {
+		if err := t.writeOwn(zapcore.InfoLevel, MsgTrailReopened, t.versionFields()...); err != nil {
+			return err
+		}
+	}
+	return t.syncLocked()
+}
+
+// writeFirst writes the first record of a live file that has none:
+// trail_opened for a new trail, trail_continued for a file after a
+// rotation (or after a crash in the middle of one). It reports whether it
+// opened a new trail. t.mu must be held.
+func (t *AuditTrail) writeFirst(s trailSurvey) (bool, error) {
+	switch {
+	case t.records > 0:
+		return false, nil
+	case t.seq == 0:
+		return true, t.writeOwn(zapcore.InfoLevel, MsgTrailOpened, t.versionFields()...)
+	default:
+		return false, t.writeOwn(zapcore.InfoLevel, MsgTrailContinued,
+			zap.String(FieldTrailFile, filepath.Base(t.path)),
+			zap.String(FieldTrailPrevFile, s.rotated))
+	}
+}
+
+// writeRecovered records the torn tail cut off the live file, if any.
+// t.mu must be held.
+func (t *AuditTrail) writeRecovered(live fileScan) error {
+	if live.torn == 0 {
+		return nil
+	}
+	return t.writeOwn(zapcore.WarnLevel, MsgTrailRecovered,
+		zap.String(FieldTrailFile, filepath.Base(t.path)),
+		zap.Int64(FieldTornOffset, live.end),
+		zap.Int64(FieldTornBytes, live.torn),
+		zap.String(FieldTornSHA256, hex.EncodeToString(live.tornSum[:])))
+}
+
+func (t *AuditTrail) versionFields() []zapcore.Field {
+	return []zapcore.Field{
+		zap.Int(FieldTrailVersion, TrailVersion),
+		zap.String(FieldTrailFile, filepath.Base(t.path)),
+		zap.Int(FieldTrailPID, os.Getpid()),
+	}
+}
+
+// openTrailLive opens path for appending, creating it if needed, and reports
+// whether it did.
+func openTrailLive(path string) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, trailPerm)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, trailPerm)
+	return f, false, err
+}
+
+// Write appends p, one or more records, each a JSON object on one line
+// ending in "\n", as zap writes them. It appends the chain fields to each
+// before its closing brace and writes it with one write call. It refuses p
+// whole, writing nothing, if any line is not a non-empty JSON object, is
+// longer than 1 MiB, or has a seq, prev or hash key. Any failure, a refusal
+// included, breaks the trail: a record that should be in it is not.
+func (t *AuditTrail) Write(p []byte) (int, error) {
+	if err := checkRecords(p); err != nil {
+		return 0, t.fail("refused a record", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.fault.Load(); f != nil {
+		return 0, f.later
+	}
+	n := 0
+	for n < len(p) {
+		end := n + bytes.IndexByte(p[n:], '\n') + 1
+		if err := t.appendLine(p[n:end]); err != nil {
+			return n, err
+		}
+		n = end
+	}
+	return n, nil
+}
+
+// checkRecords checks that p is a sequence of records Write can chain.
+func checkRecords(p []byte) error {
+	if len(p) > 0 && p[len(p)-1] != '\n' {
+		return errors.New("the last record does not end with a newline")
+	}
+	for n, line := 1, p; len(line) > 0; n++ {
+		i := bytes.IndexByte(line, '\n')
+		if err := checkRecord(line[:i]); err != nil {
+			return fmt.Errorf("line %d of the write: %w", n, err)
+		}
+		line = line[i+1:]
+	}
+	return nil
+}
+
+var reservedKeys = [][]byte{[]byte(`"seq":`), []byte(`"prev":`), []byte(`"hash":`)}
+
+func checkRecord(line []byte) error {
+	switch {
+	case len(line) > maxRecordBytes-chainBytes:
+		return fmt.Errorf("record of %d bytes is longer than the limit, %d", len(line), maxRecordBytes-chainBytes)
+	case len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' || !json.Valid(line):
+		return errors.New("not a JSON object on one line")
+	case len(bytes.TrimSpace(line[1:len(line)-1])) == 0:
+		return errors.New("an empty JSON object")
+	}
+	// A raw `"seq":` can only be a key: inside a JSON string a quote is
+	// always escaped.
+	for _, k := range reservedKeys {
+		if bytes.Contains(line, k) {
+			return fmt.Errorf("the record has a %s key, which the trail reserves", k[:len(k)-1])
+		}
+	}
+	return nil
+}
+
+// appendLine chains and writes one record, rotating first if it would make
+// the live file too large. t.mu must be held.
+func (t *AuditTrail) appendLine(line []byte) error {
+	rec := t.chain(line)
+	if t.size+int64(len(rec)) > t.maxSize && t.records > 1 {
+		if err := t.rotate(); err != nil {
+			return err
+		}
+		rec = t.chain(line) // it follows trail_continued now
+	}
+	return t.emit(rec)
+}
+
+// chain returns line, which ends in "}\n", with the chain fields of the
+// next record appended, and leaves its hash in t.next. t.mu must be held.
+func (t *AuditTrail) chain(line []byte) []byte {
+	b := append(t.buf[:0], line[:len(line)-2]...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, t.seq+1, 10)
+	b = append(b, `,"prev":"`...)
+	b = hex.AppendEncode(b, t.last[:])
+	b = append(b, '"')
+	linkSum(t.h, &t.last, b, &t.next)
+	b = append(b, `,"hash":"`...)
+	b = hex.AppendEncode(b, t.next[:])
+	b = append(b, "\"}\n"...)
+	t.buf = b
+	return b
+}
+
+// linkSum puts into out the hash of a record: SHA-256 over the link before
+// it and the record's bytes up to ,"hash":".
+func linkSum(h hash.Hash, prev *[32]byte, hashed []byte, out *[32]byte) {
+	h.Reset()
+	h.Write(prev[:])
+	h.Write(hashed)
+	h.Sum(out[:0])
+}
+
+// emit writes a record chain built, and makes it the last. t.mu must be
+// held.
+func (t *AuditTrail) emit(rec []byte) error {
+	n, err := t.f.Write(rec)
+	t.size += int64(n)
+	if err != nil {
+		return t.fail(fmt.Sprintf("record seq %d", t.seq+1), err)
+	}
+	t.seq++
+	t.last = t.next
+	t.records++
+	t.dirty = true
+	return nil
+}
+
+// writeOwn writes one of the trail's own records. t.mu must be held.
+func (t *AuditTrail) writeOwn(level zapcore.Level, msg string, fields ...zapcore.Field) error {
+	buf, err := t.enc.EncodeEntry(zapcore.Entry{Level: level, Time: t.clock.Now(), Message: msg}, fields)
+	if err != nil {
+		return t.fail("encode "+msg, err)
+	}
+	defer buf.Free()
+	return t.emit(t.chain(buf.Bytes()))
+}
+
+// rotate makes the live file durable, renames it to the next rotated name
+// and starts a new live file with trail_continued. t.mu must be held.
+func (t *AuditTrail) rotate() error {
+	rotated := fmt.Sprintf("%s.%06d", t.path, t.index+1)
+	if err := t.f.Sync(); err != nil {
+		return t.fail("sync before rotating", err)
+	}
+	if err := t.f.Close(); err != nil {
+		return t.fail("close before rotating", err)
+	}
+	if err := os.Rename(t.path, rotated); err != nil {
+		return t.fail("rotate", err)
+	}
+	f, _, err := openTrailLive(t.path)
+	if err != nil {
+		return t.fail("rotate", err)
+	}
+	t.f, t.size, t.records, t.index = f, 0, 0, t.index+1
+	if err := syncTrailDir(t.dir); err != nil {
+		return t.fail("sync the directory", err)
+	}
+	if err := writeTrailHead(t.head, t.seq, &t.last, filepath.Base(rotated)); err != nil {
+		return t.fail("write the head", err)
+	}
+	return t.writeOwn(zapcore.InfoLevel, MsgTrailContinued,
+		zap.String(FieldTrailFile, filepath.Base(t.path)),
+		zap.String(FieldTrailPrevFile, filepath.Base(rotated)))
+}
+
+// Sync makes every record written so far durable (fsync), then records the
+// last one in the head file. It does nothing when nothing was written since
+// the last Sync. The Transport calls it after every final disposition,
+// before the caller learns the disposition.
+func (t *AuditTrail) Sync() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.fault.Load(); f != nil {
+		return f.later
+	}
+	if !t.dirty {
+		return nil
+	}
+	return t.syncLocked()
+}
+
+// syncLocked syncs the live file and writes the head. t.mu must be held.
+func (t *AuditTrail) syncLocked() error {
+	if err := t.f.Sync(); err != nil {
+		return t.fail("sync", err)
+	}
+	if err := writeTrailHead(t.head, t.seq, &t.last, filepath.Base(t.path)); err != nil {
+		return t.fail("write the head", err)
+	}
+	t.dirty = false
+	return nil
+}
+
+// Err returns the trail's first failure, an error matching ErrAuditTrail
+// once it is closed, and nil while it is healthy. It never waits for a
+// write or a sync in progress.
+func (t *AuditTrail) Err() error {
+	if f := t.fault.Load(); f != nil {
+		return f.first
+	}
+	return nil
+}
+
+// Close syncs and closes the trail. Writes after Close fail. Closing a
+// broken trail returns its failure; closing it again returns nil.
+func (t *AuditTrail) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var err error
+	if f := t.fault.Load(); f != nil {
+		err = f.later
+	} else if t.dirty {
+		err = t.syncLocked()
+	}
+	if cerr := t.f.Close(); cerr != nil && err == nil {
+		err = t.fail("close", cerr)
+	}
+	t.fault.CompareAndSwap(nil, &trailFault{first: errTrailClosed, later: errTrailClosed})
+	return err
+}
+
+// fail breaks the trail for good, unless it is already broken, and returns
+// the error of the failing call.
+func (t *AuditTrail) fail(what string, cause error) error {
+	first := fmt.Errorf("%w: %s: %w", ErrAuditTrail, what, cause)
+	later := &brokenError{
+		first: first,
+		msg:   fmt.Sprintf("grantretry: audit trail: broken by an earlier failure, no record is written (%s: %v)", what, cause),
+	}
+	if t.fault.CompareAndSwap(nil, &trailFault{first: first, later: later}) {
+		return first
+	}
+	return t.fault.Load().later
+}
+
+// trailHead is the head file: the last synced record. It is replaced whole
+// (a temporary file, synced, renamed over it), so a crash leaves the old
+// head or the new one, never a torn one.
+type trailHead struct {
+	Version int    `json:"version"`
+	Seq     uint64 `json:"seq"`
+	Hash    string `json:"hash"`
+	File    string `json:"file"` // base name of the file that holds it
+}
+
+// writeTrailHead replaces the head file. The directory is not synced: after a
+// crash the old head may be back, which claims less, never more, than is
+// durable.
+func writeTrailHead(path string, seq uint64, hash *[32]byte, file string) error {
+	data, err := json.Marshal(trailHead{Version: TrailVersion, Seq: seq, Hash: hex.EncodeToString(hash[:]), File: file})
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, trailPerm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// syncTrailDir makes the directory's entries durable: a new or renamed file
+// survives a crash. Windows cannot sync a directory, and need not.
+func syncTrailDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// trailSurvey is what OpenAuditTrail found on disk.
+type trailSurvey struct {
+	existed bool     // the trail had a file before this open
+	index   int      // largest rotated file index, 0 if none
+	rotated string   // its base name, "" if none
+	live    fileScan // of the live file, zero if there is none
+	seq     uint64   // the record the chain goes on from, 0 for a new trail
+	last    [32]byte // its hash
+}
+
+// surveyTrail finds where the chain of the trail at path goes on, and
+// refuses a trail that lost synced records or is damaged before its end.
+func surveyTrail(path string) (trailSurvey, error) {
+	var s trailSurvey
+	head, err := readTrailHead(path + ".head")
+	if err != nil {
+		return s, err
+	}
+	var want uint64
+	if head != nil {
+		want = head.Seq
+	}
+	if s.index, s.rotated, err = newestRotated(path); err != nil {
+		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	if s.live, err = scanFile(path, want); err != nil {
+		return s, err
+	}
+	s.existed = s.index > 0 || s.live.size > 0
+	if s.live.bad != nil && !s.live.badIsLast {
+		return s, fmt.Errorf("%w: damaged before its end, not opened (verify it, keep it as evidence, start a new trail): %w", ErrAuditTrail, s.live.bad)
+	}
+	if err := s.resumePoint(path); err != nil {
+		return s, err
+	}
+	return s, s.checkHead(path, head)
+}
+
+// resumePoint sets the record the chain goes on from: the last good one of
+// the live file, or if it has none (a crash during a rotation) the last of
+// the newest rotated file.
+func (s *trailSurvey) resumePoint(path string) error {
+	if s.live.records > 0 || s.rotated == "" {
+		s.seq, s.last = s.live.seq, s.live.last
+		return nil
+	}
+	prev := filepath.Join(filepath.Dir(path), s.rotated)
+	rs, err := scanFile(prev, 0)
+	if err != nil {
+		return err
+	}
+	if rs.bad != nil || rs.records == 0 {
+		return fmt.Errorf("%w: %s, the newest rotated file, does not end with a good record: not opened", ErrAuditTrail, prev)
+	}
+	s.seq, s.last = rs.seq, rs.last
+	return nil
+}
+
+// checkHead refuses a trail that ends before the record its head says was
+// synced, or whose record at that seq is not the one synced.
+func (s *trailSurvey) checkHead(path string, head *trailHead) error {
+	if head == nil {
+		return nil
+	}
+	if head.Seq > s.seq {
+		return fmt.Errorf("%w: %s ends at seq %d but its head says seq %d was synced: records missing from the end, not opened",
+			ErrAuditTrail, path, s.seq, head.Seq)
+	}
+	if s.live.found && hex.EncodeToString(s.live.wantSum[:]) != head.Hash {
+		return fmt.Errorf("%w: %s: record seq %d is not the one its head says was synced (rewritten?): not opened",
+			ErrAuditTrail, path, head.Seq)
+	}
+	return nil
+}
+
+// newestRotated returns the largest index among the rotated files of the
+// trail at path, and that file's base name.
+func newestRotated(path string) (int, string, error) {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return 0, "", err
+	}
+	base := filepath.Base(path)
+	index, name := 0, ""
+	for _, e := range entries {
+		if n, ok := rotatedIndex(base, e.Name()); ok && n > index {
+			index, name = n, e.Name()
+		}
+	}
+	return index, name, nil
+}
+
+// rotatedIndex returns the index of name if it is a rotated file of the
+// trail whose live file is base: base, a dot, six digits or more.
+func rotatedIndex(base, name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, base+".")
+	if !ok || len(digits) < 6 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
+}

@@ -1,0 +1,645 @@
+package grantretry
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TrailError is the first broken record VerifyAuditTrail or ReadAuditTrail
+// found. It matches ErrAuditTrail.
+type TrailError struct {
+	File string // the file, as given
+	Line int    // 1-based line number in File
+	// Seq is the record's seq, or, when the record's own cannot be read,
+	// the seq the chain expected there.
+	Seq uint64
+	// Problem says what is wrong, for a person: "hash does not match the
+	// record (edited?)", "seq 41 after seq 39: 1 record missing".
+	Problem string
+}
+
+// Error returns "grantretry: audit trail: FILE line N (record seq S): PROBLEM".
+func (e *TrailError) Error() string {
+	return "grantretry: audit trail: " + e.Position() + ": " + e.Problem
+}
+
+// Position returns "FILE line N (record seq S)".
+func (e *TrailError) Position() string {
+	s := e.File
+	if e.Line > 0 {
+		s += " line " + strconv.Itoa(e.Line)
+	}
+	if e.Seq > 0 {
+		s += " (record seq " + strconv.FormatUint(e.Seq, 10) + ")"
+	}
+	return s
+}
+
+// Is matches ErrAuditTrail.
+func (e *TrailError) Is(target error) bool { return target == ErrAuditTrail }
+
+// TrailSummary describes a verified trail, or the part of it read before
+// the first broken record.
+type TrailSummary struct {
+	Files    []string // the files with records, in chain order
+	Records  int
+	FirstSeq uint64
+	LastSeq  uint64
+	LastHash string // hex hash of the last record: anchor it outside the trail
+	// HeadSeq is the seq the head file says was synced last, 0 without a
+	// head file.
+	HeadSeq      uint64
+	Messages     map[string]int // records per msg
+	Dispositions map[string]int // disposition records per disposition
+}
+
+// TrailRecord is one record of a trail, as ReadAuditTrail hands it over.
+type TrailRecord struct {
+	File  string
+	Line  int
+	Seq   uint64
+	Hash  string
+	Time  time.Time // the ts field, zero if it has none or it does not parse
+	Level string
+	Msg   string
+	// Fields holds every other key of the record (not ts, level, msg, seq,
+	// prev or hash), numbers as json.Number.
+	Fields map[string]any
+}
+
+// VerifyAuditTrail checks the hash chain of the given trail files, the
+// live one and the rotated ones, in any order: it orders them by the seq of
+// their first record. Every record must be a JSON object whose hash matches
+// it, whose prev is the hash of the record before and whose seq follows
+// it; the trail must start at seq 1; and if the trail has a head file
+// (FILE.head beside its live file), the chain must reach the seq it says
+// was synced, with the hash it says. Head files given among paths are used
+// as heads. It returns a *TrailError naming the first broken record.
+func VerifyAuditTrail(paths ...string) (TrailSummary, error) {
+	return ReadAuditTrail(paths, nil)
+}
+
+// ReadAuditTrail verifies the trail as VerifyAuditTrail does and hands
+// every record to fn, in chain order, as it goes. It stops at the first
+// broken record, after fn has seen every record before it, or at fn's
+// first error, which it returns. fn may be nil.
+func ReadAuditTrail(paths []string, fn func(TrailRecord) error) (TrailSummary, error) {
+	v := &verifier{fn: fn, h: sha256.New()}
+	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
+	files, err := v.order(paths)
+	if err != nil {
+		return v.sum, err
+	}
+	for _, f := range files {
+		if err := v.file(f); err != nil {
+			return v.sum, err
+		}
+	}
+	return v.sum, v.finish(paths)
+}
+
+// verifier reads a trail's files in chain order, checking each record
+// against the one before.
+type verifier struct {
+	fn    func(TrailRecord) error
+	h     hash.Hash
+	heads []*headCheck
+	sum   TrailSummary
+	cur   string   // the file being read
+	lines int      // lines read in it
+	prevF string   // the file before it, base name
+	seq   uint64   // of the last record read, 0 before the first
+	last  [32]byte // its hash
+}
+
+// headCheck is a head file and what the chain says of it.
+type headCheck struct {
+	path string
+	head trailHead
+}
+
+// order dedupes paths, sets head files apart, and returns the trail files
+// ordered by the seq of their first record.
+func (v *verifier) order(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: no file to read", ErrAuditTrail)
+	}
+	type ordered struct {
+		path  string
+		first uint64
+	}
+	var files []ordered
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[filepath.Clean(p)] || isHeadPath(p) {
+			continue
+		}
+		seen[filepath.Clean(p)] = true
+		first, err := firstSeq(p)
+		if err != nil {
+			return nil, err
+		}
+		if first > 0 {
+			files = append(files, ordered{p, first})
+		}
+		if err := v.addHead(trailBase(p) + ".head"); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(files, func(a, b ordered) int { return cmp.Compare(a.first, b.first) })
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.path
+	}
+	return out, nil
+}
+
+// isHeadPath reports whether p is a head file or a head being written, as
+// a glob like trail.jsonl* picks them up.
+func isHeadPath(p string) bool {
+	return strings.HasSuffix(p, ".head") || strings.HasSuffix(p, ".head.tmp")
+}
+
+// trailBase is the live file's path of the trail p belongs to.
+func trailBase(p string) string {
+	dir, name := filepath.Split(p)
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		if _, ok := rotatedIndex(name[:i], name); ok {
+			return filepath.Join(dir, name[:i])
+		}
+	}
+	return p
+}
+
+// addHead reads the head file at path, if there is one and it is not
+// known yet.
+func (v *verifier) addHead(path string) error {
+	for _, hc := range v.heads {
+		if hc.path == path {
+			return nil
+		}
+	}
+	head, err := readTrailHead(path)
+	if err != nil || head == nil {
+		return err
+	}
+	v.heads = append(v.heads, &headCheck{path: path, head: *head})
+	if head.Seq > v.sum.HeadSeq {
+		v.sum.HeadSeq = head.Seq
+	}
+	return nil
+}
+
+// firstSeq returns the seq of the first record of the file at path, 0 if
+// it is empty.
+func firstSeq(path string) (uint64, error) {
+	rr, err := openRecords(path)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	defer rr.close()
+	line, err := rr.next()
+	switch {
+	case err == io.EOF:
+		return 0, nil
+	case err != nil && !isLineProblem(err):
+		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	l, ok := parseLink(line)
+	if err != nil || !ok {
+		return 0, &TrailError{File: path, Line: 1, Problem: "the first line is not a record with chain fields, the file cannot be put in order"}
+	}
+	return l.seq, nil
+}
+
+// file reads and checks every record of the file at path.
+func (v *verifier) file(path string) error {
+	rr, err := openRecords(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	defer rr.close()
+	v.cur = path
+	for {
+		line, err := rr.next()
+		switch {
+		case err == io.EOF:
+			v.prevF, v.lines = filepath.Base(path), rr.line
+			return nil
+		case isLineProblem(err):
+			return v.broken(rr.line, 0, lineProblem(err))
+		case err != nil:
+			return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		}
+		if err := v.record(rr.line, line); err != nil {
+			return err
+		}
+	}
+}
+
+// record checks one line, the line-th of the current file, and takes it
+// as the last record.
+func (v *verifier) record(n int, line []byte) error {
+	l, problem := checkLine(v.h, line)
+	if problem == "" {
+		problem = v.chainProblem(n, l)
+	}
+	if problem != "" {
+		return v.broken(n, l.seq, problem)
+	}
+	rec, err := v.decode(n, line, l)
+	if err != nil {
+		return v.broken(n, l.seq, "not a JSON object (edited?)")
+	}
+	if problem := v.headProblem(l); problem != "" {
+		return v.broken(n, l.seq, problem)
+	}
+	v.accept(l, rec)
+	if v.fn != nil {
+		return v.fn(rec)
+	}
+	return nil
+}
+
+func (v *verifier) broken(line int, seq uint64, problem string) error {
+	if seq == 0 {
+		seq = v.seq + 1
+	}
+	return &TrailError{File: v.cur, Line: line, Seq: seq, Problem: problem}
+}
+
+// chainProblem says what is wrong with record l, the n-th line of its
+// file, as the successor of the last record read; "" if nothing.
+func (v *verifier) chainProblem(n int, l link) string {
+	if v.sum.Records == 0 {
+		switch {
+		case l.seq != 1:
+			return fmt.Sprintf("trail starts at seq %d, not 1: the first file is missing", l.seq)
+		case l.prev != [32]byte{}:
+			return "the first record of the trail has a prev that is not 64 zeros"
+		}
+		return ""
+	}
+	atStart := n == 1
+	switch {
+	case l.seq > v.seq+1 && atStart:
+		return fmt.Sprintf("first record of %s has seq %d, the file before ends at seq %d: a file is missing", filepath.Base(v.cur), l.seq, v.seq)
+	case l.seq > v.seq+1:
+		return fmt.Sprintf("seq %d after seq %d: %s missing", l.seq, v.seq, trailPlural(l.seq-v.seq-1, "record"))
+	case l.seq <= v.seq && atStart:
+		return fmt.Sprintf("first record of %s has seq %d, the file before ends at seq %d: the files overlap", filepath.Base(v.cur), l.seq, v.seq)
+	case l.seq <= v.seq:
+		return fmt.Sprintf("seq %d after seq %d: a record repeated or moved (inserted or reordered?)", l.seq, v.seq)
+	case l.prev != v.last && atStart:
+		return fmt.Sprintf("prev does not match the hash of the last record of %s, the file before (a file replaced?)", v.prevF)
+	case l.prev != v.last:
+		return "prev does not match the hash of the record before (inserted or reordered?)"
+	}
+	return ""
+}
+
+func trailPlural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatUint(n, 10) + " " + noun + "s"
+}
+
+// headProblem says what is wrong with record l if a head file names its
+// seq with another hash.
+func (v *verifier) headProblem(l link) string {
+	for _, hc := range v.heads {
+		if hc.head.Seq == l.seq && hc.head.Hash != hex.EncodeToString(l.hash[:]) {
+			return fmt.Sprintf("hash is not the one %s says was synced for seq %d (rewritten?)", filepath.Base(hc.path), l.seq)
+		}
+	}
+	return ""
+}
+
+// decode parses the record's JSON: all of it when fn wants it, else only
+// what the summary counts.
+func (v *verifier) decode(n int, line []byte, l link) (TrailRecord, error) {
+	rec := TrailRecord{File: v.cur, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
+	if v.fn == nil {
+		var r struct{ Msg, Disposition string }
+		err := json.Unmarshal(line, &r)
+		rec.Msg, rec.Fields = r.Msg, map[string]any{FieldDisposition: r.Disposition}
+		return rec, err
+	}
+	if !json.Valid(line) {
+		return rec, errors.New("not JSON")
+	}
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	if err := d.Decode(&rec.Fields); err != nil {
+		return rec, err
+	}
+	rec.Msg, _ = rec.Fields["msg"].(string)
+	rec.Level, _ = rec.Fields["level"].(string)
+	if ts, ok := rec.Fields["ts"].(string); ok {
+		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
+	}
+	for _, k := range []string{"ts", "level", "msg", FieldSeq, FieldPrev, FieldHash} {
+		delete(rec.Fields, k)
+	}
+	return rec, nil
+}
+
+// accept makes l the last record read and counts it.
+func (v *verifier) accept(l link, rec TrailRecord) {
+	s := &v.sum
+	if s.Records == 0 {
+		s.FirstSeq = l.seq
+	}
+	if len(s.Files) == 0 || s.Files[len(s.Files)-1] != v.cur {
+		s.Files = append(s.Files, v.cur)
+	}
+	s.Records++
+	s.LastSeq = l.seq
+	s.LastHash = rec.Hash
+	s.Messages[rec.Msg]++
+	if rec.Msg == MsgDisposition {
+		d, _ := rec.Fields[FieldDisposition].(string)
+		s.Dispositions[d]++
+	}
+	v.seq, v.last = l.seq, l.hash
+}
+
+// finish checks what only the whole trail shows: that it has records, and
+// that it reaches every head.
+func (v *verifier) finish(paths []string) error {
+	if v.sum.Records == 0 {
+		return &TrailError{File: strings.Join(paths, ", "), Problem: "no record in the trail"}
+	}
+	for _, hc := range v.heads {
+		if hc.head.Seq > v.seq {
+			return &TrailError{File: v.cur, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
+				"trail ends at seq %d but its head says seq %d was synced: records missing from the end", v.seq, hc.head.Seq)}
+		}
+	}
+	return nil
+}
+
+// link is a record's chain fields.
+type link struct {
+	seq    uint64
+	prev   [32]byte
+	hash   [32]byte
+	hashed []byte // the bytes the hash covers, after the link before
+}
+
+const (
+	seqKey  = `,"seq":`
+	prevKey = `,"prev":"`
+	hashKey = `,"hash":"`
+)
+
+// parseLink reads the chain fields that end line (without its newline):
+// `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}`. The hashed part is
+// everything before the last ,"hash":", which is the trail's: inside a
+// JSON string a quote is always escaped.
+func parseLink(line []byte) (link, bool) {
+	var l link
+	i := bytes.LastIndex(line, []byte(hashKey))
+	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return l, false
+	}
+	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
+		return l, false
+	}
+	hashed := line[:i]
+	j := bytes.LastIndex(hashed, []byte(prevKey))
+	if j < 0 || len(hashed)-j != len(prevKey)+64+1 || hashed[len(hashed)-1] != '"' {
+		return l, false
+	}
+	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
+		return l, false
+	}
+	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
+	if k < 0 {
+		return l, false
+	}
+	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
+	if err != nil || seq == 0 {
+		return l, false
+	}
+	l.seq, l.hashed = seq, hashed
+	return l, true
+}
+
+// checkLine parses line's chain fields and checks its hash; it returns
+// what is wrong, "" if nothing.
+func checkLine(h hash.Hash, line []byte) (link, string) {
+	l, ok := parseLink(line)
+	if !ok {
+		if !json.Valid(line) {
+			return l, "not a JSON object (torn or edited?)"
+		}
+		return l, "no chain fields (seq, prev, hash) at the end of the record"
+	}
+	var sum [32]byte
+	linkSum(h, &l.prev, l.hashed, &sum)
+	if sum != l.hash {
+		return l, "hash does not match the record (edited?)"
+	}
+	return l, ""
+}
+
+// recordReader reads a trail file line by line.
+type recordReader struct {
+	f    *os.File
+	r    *bufio.Reader
+	line int   // number of the line last read
+	end  int64 // offset just past it
+}
+
+// Problems of a line as read, before its content is looked at.
+var (
+	errNoNewline   = errors.New("file ends mid-record (torn or truncated)")
+	errLineTooLong = fmt.Errorf("record longer than %d bytes", maxRecordBytes)
+)
+
+func isLineProblem(err error) bool {
+	return errors.Is(err, errNoNewline) || errors.Is(err, errLineTooLong)
+}
+
+func lineProblem(err error) string { return err.Error() }
+
+func openRecords(path string) (*recordReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recordReader{f: f, r: bufio.NewReaderSize(f, maxRecordBytes)}, nil
+}
+
+func (rr *recordReader) close() { rr.f.Close() }
+
+// next returns the next line without its newline, valid until the next
+// call; io.EOF at the end; errNoNewline with the partial last line;
+// errLineTooLong for a line longer than a record can be.
+func (rr *recordReader) next() ([]byte, error) {
+	b, err := rr.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return nil, rr.skipLine(len(b))
+	}
+	if err == io.EOF && len(b) == 0 {
+		return nil, io.EOF
+	}
+	rr.line++
+	rr.end += int64(len(b))
+	if err == io.EOF {
+		return b, errNoNewline
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b[:len(b)-1], nil
+}
+
+// skipLine reads past the rest of a line too long to be a record.
+func (rr *recordReader) skipLine(n int) error {
+	rr.line++
+	rr.end += int64(n)
+	for {
+		b, err := rr.r.ReadSlice('\n')
+		rr.end += int64(len(b))
+		if err == nil || err == io.EOF {
+			return errLineTooLong
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}
+
+// fileScan is what scanFile found in one trail file.
+type fileScan struct {
+	size    int64    // bytes in the file
+	records int      // good records, from the first line on
+	end     int64    // offset just past the last good record
+	seq     uint64   // of the last good record, 0 if none
+	last    [32]byte // its hash
+	found   bool     // a good record has the seq scanFile was asked for
+	wantSum [32]byte // its hash
+	// bad is the first line that does not verify against the one before
+	// it in the file, nil if none; badIsLast says it is the file's last.
+	bad       *TrailError
+	badIsLast bool
+	torn      int64    // bytes after end, when bad is the last line
+	tornSum   [32]byte // their SHA-256
+}
+
+// scanFile checks the chain within the file at path, which may be missing,
+// up to its first bad line. want is a seq whose hash to report.
+func scanFile(path string, want uint64) (fileScan, error) {
+	var s fileScan
+	rr, err := openRecords(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	defer rr.close()
+	if err := s.read(rr, path, want); err != nil {
+		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	if s.bad == nil || !s.badIsLast {
+		return s, nil
+	}
+	s.torn = s.size - s.end
+	return s, s.hashTail(rr.f)
+}
+
+// read reads lines up to the first bad one, then on to the end.
+func (s *fileScan) read(rr *recordReader, path string, want uint64) error {
+	h := sha256.New()
+	for {
+		line, err := rr.next()
+		if err == io.EOF {
+			s.size = rr.end
+			return nil
+		}
+		if err != nil && !isLineProblem(err) {
+			return err
+		}
+		if s.bad != nil {
+			s.badIsLast = false
+			continue
+		}
+		problem := ""
+		if err != nil {
+			problem = lineProblem(err)
+		}
+		s.take(h, rr, path, line, want, problem)
+	}
+}
+
+// take checks one line and makes it the last good record, or the bad one.
+func (s *fileScan) take(h hash.Hash, rr *recordReader, path string, line []byte, want uint64, problem string) {
+	var l link
+	if problem == "" {
+		l, problem = checkLine(h, line)
+	}
+	if problem == "" && s.records > 0 && (l.seq != s.seq+1 || l.prev != s.last) {
+		problem = "does not follow the record before"
+	}
+	if problem != "" {
+		seq := l.seq
+		if seq == 0 && s.records > 0 {
+			seq = s.seq + 1
+		}
+		s.bad, s.badIsLast = &TrailError{File: path, Line: rr.line, Seq: seq, Problem: problem}, true
+		return
+	}
+	s.records++
+	s.end, s.seq, s.last = rr.end, l.seq, l.hash
+	if l.seq == want {
+		s.found, s.wantSum = true, l.hash
+	}
+}
+
+// hashTail sums the bytes of f from s.end on.
+func (s *fileScan) hashTail(f *os.File) error {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, s.end, s.torn)); err != nil {
+		return err
+	}
+	h.Sum(s.tornSum[:0])
+	return nil
+}
+
+// readTrailHead reads the head file at path; nil if there is none.
+func readTrailHead(path string) (*trailHead, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+	}
+	var h trailHead
+	var sum [32]byte
+	if err := json.Unmarshal(data, &h); err != nil || h.Seq == 0 || len(h.Hash) != 64 {
+		return nil, &TrailError{File: path, Problem: "not a head file (a JSON object with seq and hash)"}
+	}
+	if _, err := hex.Decode(sum[:], []byte(h.Hash)); err != nil {
+		return nil, &TrailError{File: path, Problem: "the head's hash is not hex"}
+	}
+	return &h, nil
+}

@@ -1,0 +1,296 @@
+package grantretry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// buildTrail writes a closed trail of n attempt records in dir, rotated
+// over several files, and returns its files in chain order.
+func buildTrail(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 4096})
+	log := trailLogger(trail, zapcore.DefaultClock)
+	for i := range n {
+		logAttempt(log, "call-"+strconv.Itoa(i), 1)
+	}
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := trailFiles(t, dir)
+	if len(files) < 4 {
+		t.Fatalf("%d files, want 4 or more", len(files))
+	}
+	return files
+}
+
+// forge returns line as a record with seq and prev of the forger's choice
+// and a hash recomputed to match them.
+func forge(t *testing.T, line []byte, seq uint64, prev [32]byte) []byte {
+	t.Helper()
+	body := line[:bytes.LastIndex(line, []byte(`,"seq":`))]
+	b := append([]byte(nil), body...)
+	b = append(b, `,"seq":`+strconv.FormatUint(seq, 10)+`,"prev":"`+hex.EncodeToString(prev[:])+`"`...)
+	sum := sha256.Sum256(append(prev[:], b...))
+	return append(b, `,"hash":"`+hex.EncodeToString(sum[:])+"\"}\n"...)
+}
+
+// rechain rewrites lines[from:] so that each chains to the one before, as
+// someone with write access could.
+func rechain(t *testing.T, lines [][]byte, from int) {
+	t.Helper()
+	prev := mustLink(t, lines[from]).prev
+	for i := from; i < len(lines); i++ {
+		lines[i] = forge(t, lines[i], mustLink(t, lines[i]).seq, prev)
+		prev = mustLink(t, lines[i]).hash
+	}
+}
+
+func seqAt(t *testing.T, file string, line int) uint64 {
+	t.Helper()
+	return mustLink(t, readLines(t, file)[line-1]).seq
+}
+
+// tamper changes a trail and returns where and what VerifyAuditTrail must
+// report.
+type tamper func(t *testing.T, files []string) TrailError
+
+// editFile applies edit to the lines of file.
+func editFile(t *testing.T, file string, edit func(lines [][]byte) [][]byte) {
+	t.Helper()
+	writeLines(t, file, edit(readLines(t, file)))
+}
+
+var tamperings = []struct {
+	name string
+	do   tamper
+}{
+	{"edit a byte", func(t *testing.T, files []string) TrailError {
+		f := files[1]
+		want := TrailError{File: f, Line: 3, Seq: seqAt(t, f, 3), Problem: "hash does not match the record (edited?)"}
+		editFile(t, f, func(lines [][]byte) [][]byte {
+			i := bytes.Index(lines[2], []byte(`"call-`)) + 1
+			lines[2][i] = 'C'
+			return lines
+		})
+		return want
+	}},
+	{"delete a line", func(t *testing.T, files []string) TrailError {
+		f := files[1]
+		want := TrailError{File: f, Line: 3, Seq: seqAt(t, f, 4), Problem: "1 record missing"}
+		editFile(t, f, func(lines [][]byte) [][]byte { return slices.Delete(lines, 2, 3) })
+		return want
+	}},
+	{"insert a copy of a line", func(t *testing.T, files []string) TrailError {
+		f := files[1]
+		want := TrailError{File: f, Line: 4, Seq: seqAt(t, f, 1), Problem: "inserted or reordered?"}
+		editFile(t, f, func(lines [][]byte) [][]byte { return slices.Insert(lines, 3, lines[0]) })
+		return want
+	}},
+	{"insert a forged line", func(t *testing.T, files []string) TrailError {
+		f := files[1]
+		seq := seqAt(t, f, 3) + 1
+		want := TrailError{File: f, Line: 4, Seq: seq, Problem: "prev does not match the hash of the record before"}
+		editFile(t, f, func(lines [][]byte) [][]byte {
+			return slices.Insert(lines, 3, forge(t, lines[2], seq, sha256.Sum256([]byte("forged"))))
+		})
+		return want
+	}},
+	{"swap two lines", func(t *testing.T, files []string) TrailError {
+		f := files[1]
+		want := TrailError{File: f, Line: 3, Seq: seqAt(t, f, 4), Problem: "1 record missing"}
+		editFile(t, f, func(lines [][]byte) [][]byte {
+			lines[2], lines[3] = lines[3], lines[2]
+			return lines
+		})
+		return want
+	}},
+	{"truncate the tail mid-line", func(t *testing.T, files []string) TrailError {
+		f := files[len(files)-1]
+		n := len(readLines(t, f))
+		want := TrailError{File: f, Line: n, Seq: seqAt(t, f, n), Problem: "file ends mid-record (torn or truncated)"}
+		data, _ := os.ReadFile(f)
+		os.WriteFile(f, data[:len(data)-10], 0o600)
+		return want
+	}},
+	{"truncate the tail at a line boundary", func(t *testing.T, files []string) TrailError {
+		f := files[len(files)-1]
+		n := len(readLines(t, f))
+		want := TrailError{File: f, Line: n - 1, Seq: seqAt(t, f, n-1),
+			Problem: "trail ends at seq " + strconv.FormatUint(seqAt(t, f, n-2), 10) + " but its head says seq " + strconv.FormatUint(seqAt(t, f, n), 10) + " was synced"}
+		editFile(t, f, func(lines [][]byte) [][]byte { return lines[:n-2] })
+		return want
+	}},
+	{"remove a rotated file in the middle", func(t *testing.T, files []string) TrailError {
+		os.Remove(files[1])
+		return TrailError{File: files[2], Line: 1, Seq: seqAt(t, files[2], 1), Problem: "the file before ends at seq " + strconv.FormatUint(seqAt(t, files[0], len(readLines(t, files[0]))), 10) + ": a file is missing"}
+	}},
+	{"remove the first file", func(t *testing.T, files []string) TrailError {
+		os.Remove(files[0])
+		return TrailError{File: files[1], Line: 1, Seq: seqAt(t, files[1], 1), Problem: "the first file is missing"}
+	}},
+	{"rewrite the chain after an edit", func(t *testing.T, files []string) TrailError {
+		f := files[len(files)-1]
+		n := len(readLines(t, f))
+		want := TrailError{File: f, Line: n, Seq: seqAt(t, f, n), Problem: "trail.jsonl.head says was synced"}
+		editFile(t, f, func(lines [][]byte) [][]byte {
+			lines[1] = bytes.Replace(lines[1], []byte(`"status":503`), []byte(`"status":201`), 1)
+			rechain(t, lines, 1)
+			return lines
+		})
+		return want
+	}},
+}
+
+// Each kind of tampering is reported at the record where it is, with what
+// is wrong.
+func TestVerifyAuditTrailDetectsTampering(t *testing.T) {
+	for _, tc := range tamperings {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := buildTrail(t, dir, 40)
+			if _, err := VerifyAuditTrail(files...); err != nil {
+				t.Fatalf("before tampering: %v", err)
+			}
+			want := tc.do(t, files)
+			_, err := VerifyAuditTrail(trailFiles(t, dir)...)
+			var te *TrailError
+			if !errors.As(err, &te) || !errors.Is(err, ErrAuditTrail) {
+				t.Fatalf("VerifyAuditTrail: %v, want a *TrailError", err)
+			}
+			if te.File != want.File || te.Line != want.Line || te.Seq != want.Seq || !strings.Contains(te.Problem, want.Problem) {
+				t.Errorf("reported %s line %d seq %d: %q\nwant     %s line %d seq %d: %q",
+					te.File, te.Line, te.Seq, te.Problem, want.File, want.Line, want.Seq, want.Problem)
+			}
+		})
+	}
+}
+
+// Files are put in chain order by their first record, whatever order
+// they are given in; head files among them are used as heads.
+func TestVerifyAuditTrailOrdersFilesByFirstSeq(t *testing.T) {
+	dir := t.TempDir()
+	files := buildTrail(t, dir, 40)
+	given := append([]string{filepath.Join(dir, "trail.jsonl.head")}, files...)
+	slices.Reverse(given)
+	sum, err := VerifyAuditTrail(given...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Files, files) {
+		t.Errorf("files in order %q, want %q", sum.Files, files)
+	}
+	if sum.FirstSeq != 1 || sum.LastSeq != uint64(sum.Records) || sum.HeadSeq != sum.LastSeq {
+		t.Errorf("summary %+v: want seq 1..%d, head at the last", sum, sum.Records)
+	}
+}
+
+// The summary counts records by message and dispositions by kind, and
+// gives the last hash.
+func TestVerifyAuditTrailSummary(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trail.jsonl")
+	trail := openTestTrail(t, path, AuditTrailOptions{})
+	log := trailLogger(trail, zapcore.DefaultClock)
+	logAttempt(log, "a", 1)
+	logDisposition(log, "a", Succeeded)
+	logDisposition(log, "b", DeadLetter)
+	logDisposition(log, "c", DeadLetter)
+	trail.Close()
+	sum, err := VerifyAuditTrail(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := readLines(t, path)
+	last := mustLink(t, lines[len(lines)-1])
+	if sum.Records != 5 || sum.Messages[MsgDisposition] != 3 || sum.Messages[MsgTrailOpened] != 1 ||
+		sum.Dispositions[string(Succeeded)] != 1 || sum.Dispositions[string(DeadLetter)] != 2 ||
+		sum.LastHash != hex.EncodeToString(last.hash[:]) {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+// ReadAuditTrail hands over each record with its position, time and
+// fields, the chain and envelope keys apart.
+func TestReadAuditTrailHandsOverRecords(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trail.jsonl")
+	clk := newFakeClock()
+	trail := openTestTrail(t, path, AuditTrailOptions{Clock: clk})
+	logAttempt(trailLogger(trail, fakeZapClock{clk}), "a", 2)
+	trail.Close()
+	var recs []TrailRecord
+	if _, err := ReadAuditTrail([]string{path}, func(r TrailRecord) error {
+		recs = append(recs, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := recs[1]
+	if r.File != path || r.Line != 2 || r.Seq != 2 || r.Msg != MsgAttempt || r.Level != "info" || !r.Time.Equal(clk.Now()) {
+		t.Errorf("record %+v", r)
+	}
+	if r.Fields[FieldCorrelationID] != "a" || r.Fields[FieldWait] != "1.5s" || r.Fields[FieldAttempt] != json.Number("2") {
+		t.Errorf("fields %v", r.Fields)
+	}
+	for _, k := range []string{"ts", "msg", FieldSeq, FieldPrev, FieldHash} {
+		if _, ok := r.Fields[k]; ok {
+			t.Errorf("fields have %s", k)
+		}
+	}
+}
+
+// ReadAuditTrail stops at fn's first error and returns it.
+func TestReadAuditTrailStopsAtCallbackError(t *testing.T) {
+	dir := t.TempDir()
+	files := buildTrail(t, dir, 40)
+	stop := errors.New("enough")
+	n := 0
+	_, err := ReadAuditTrail(files, func(TrailRecord) error {
+		n++
+		if n == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 3 {
+		t.Errorf("ReadAuditTrail: %v after %d records, want %v after 3", err, n, stop)
+	}
+}
+
+func TestVerifyAuditTrailBadInput(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	os.WriteFile(empty, nil, 0o600)
+	notTrail := filepath.Join(dir, "log.jsonl")
+	os.WriteFile(notTrail, []byte(`{"msg":"hello"}`+"\n"), 0o600)
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		trail bool // a *TrailError, not an I/O error
+	}{
+		{"no file", nil, false},
+		{"missing file", []string{filepath.Join(dir, "missing.jsonl")}, false},
+		{"empty file", []string{empty}, true},
+		{"not a trail", []string{notTrail}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := VerifyAuditTrail(tc.paths...)
+			var te *TrailError
+			if !errors.Is(err, ErrAuditTrail) || errors.As(err, &te) != tc.trail {
+				t.Errorf("VerifyAuditTrail: %v (%T), want ErrAuditTrail, a *TrailError: %v", err, err, tc.trail)
+			}
+		})
+	}
+}

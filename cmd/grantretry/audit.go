@@ -1,0 +1,385 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/grantretry/grantretry"
+)
+
+const auditSynopsis = `Usage: grantretry audit verify FILE...
+       grantretry audit trace FILE... (--correlation ID | --submission ID | --key KEY)
+
+Reads an audit trail written by grantretry.AuditTrail: its live file, its
+rotated files (FILE.000001 and on) and its head file (FILE.head), given in
+any order; a glob such as trail.jsonl* gives them all. Flags may come before
+or after the files.
+
+  verify   checks the hash chain across the files and prints "ok" with the
+           counts and the last hash (keep it outside the trail), or names
+           the first broken record and what is wrong with it, and exits 1.
+  trace    verifies the chain, then prints every logical call that matches:
+           its ids, request and payload hash, one row per attempt, and the
+           final disposition.
+
+Run 'grantretry audit verify -help' or 'grantretry audit trace -help' for
+more; docs/audit-trail.md describes the records.
+`
+
+const auditVerifySynopsis = `Usage: grantretry audit verify FILE...
+
+Checks the hash chain of an audit trail across its files: every record's
+hash, that each follows the one before (seq and prev), that the trail starts
+at seq 1, and that it reaches the last record its head file says was synced.
+Prints "ok: N records in M files, seq A..B, last hash H" and the counts, or
+names the first broken record and exits 1.
+`
+
+const auditTraceSynopsis = `Usage: grantretry audit trace FILE... (--correlation ID | --submission ID | --key KEY)
+
+Verifies the trail, then reconstructs every logical call that matches the
+one selector given, grouped by correlation id, in time order: its ids, the
+request (method, host, path) and payload hash, a table with one row per
+attempt (time, status, verdict, wait, latency, error) and the final
+disposition. Exits 1 if no call matches or the chain is broken (the calls
+read before the break are still printed).
+`
+
+// runAudit runs "grantretry audit": verify or trace.
+func runAudit(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New("missing subcommand: verify or trace")}
+	}
+	switch sub := args[0]; {
+	case isHelp(sub):
+		io.WriteString(stdout, auditSynopsis)
+		return flag.ErrHelp
+	case sub == "verify":
+		return auditVerify(args[1:], stdout)
+	case sub == "trace":
+		return auditTrace(args[1:], stdout)
+	default:
+		return usageError{fmt.Errorf("unknown subcommand %q: verify or trace", sub)}
+	}
+}
+
+// parseFiles parses flags wherever they are among the file arguments (Go's
+// flag package stops at the first non-flag) and returns the files, at
+// least one. On -help it prints synopsis and the flags and returns
+// flag.ErrHelp.
+func parseFiles(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) ([]string, error) {
+	var files []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(fs, synopsis, stdout)
+			return nil, flag.ErrHelp
+		}
+		if err != nil {
+			return nil, usageError{err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			files = append(files, rest...)
+			break
+		}
+		files, args = append(files, rest[0]), rest[1:]
+	}
+	if len(files) == 0 {
+		return nil, usageError{errors.New("no trail file given")}
+	}
+	return files, nil
+}
+
+func printHelp(fs *flag.FlagSet, synopsis string, stdout io.Writer) {
+	io.WriteString(stdout, synopsis)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		io.WriteString(stdout, "\nFlags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+func auditVerify(args []string, stdout io.Writer) error {
+	files, err := parseFiles(newFlagSet("audit verify"), args, auditVerifySynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	sum, err := grantretry.VerifyAuditTrail(files...)
+	if err != nil {
+		return trailFailure("verify", err, sum)
+	}
+	writeSummary(stdout, sum)
+	return nil
+}
+
+// trailFailure is the command's error for a trail that could not be read or
+// does not verify, without the library's prefix, which run's already says.
+func trailFailure(sub string, err error, sum grantretry.TrailSummary) error {
+	var te *grantretry.TrailError
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Errorf("%s: %s: %s (%s before it verify)", sub, te.Position(), te.Problem, countNoun(sum.Records, "record"))
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %w", sub, pe)
+	}
+	return fmt.Errorf("%s: %w", sub, err)
+}
+
+func countNoun(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// writeSummary prints a verified trail's summary.
+func writeSummary(w io.Writer, sum grantretry.TrailSummary) {
+	fmt.Fprintf(w, "ok: %s in %s, seq %d..%d, last hash %s\n",
+		countNoun(sum.Records, "record"), countNoun(len(sum.Files), "file"), sum.FirstSeq, sum.LastSeq, sum.LastHash)
+	names := make([]string, len(sum.Files))
+	for i, f := range sum.Files {
+		names[i] = filepath.Base(f)
+	}
+	fmt.Fprintf(w, "files: %s\n", strings.Join(names, " "))
+	if sum.HeadSeq > 0 {
+		fmt.Fprintf(w, "head: seq %d synced\n", sum.HeadSeq)
+	} else {
+		fmt.Fprintln(w, "head: none found (a truncated tail would go unnoticed)")
+	}
+	fmt.Fprintf(w, "records: %s\n", countList(sum.Messages))
+	fmt.Fprintf(w, "dispositions: %s\n", countList(sum.Dispositions))
+}
+
+// countList lists a count map as "a 3, b 1", by key.
+func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// traceFlags are the trace selectors; exactly one is given.
+type traceFlags struct {
+	correlation, submission, key string
+}
+
+func newTraceFlags(fs *flag.FlagSet) *traceFlags {
+	f := &traceFlags{}
+	fs.StringVar(&f.correlation, "correlation", "", "the call's correlation id (X-Correlation-ID)")
+	fs.StringVar(&f.submission, "submission", "", "a submission id: every call made for it")
+	fs.StringVar(&f.key, "key", "", "an Idempotency-Key: every call that carried it")
+	return f
+}
+
+// selector returns the field to match and its value.
+func (f *traceFlags) selector() (field, value string, err error) {
+	var given []string
+	for _, s := range []struct{ name, field, value string }{
+		{"--correlation", grantretry.FieldCorrelationID, f.correlation},
+		{"--submission", grantretry.FieldSubmissionID, f.submission},
+		{"--key", grantretry.FieldIdempotencyKey, f.key},
+	} {
+		if s.value != "" {
+			given = append(given, s.name)
+			field, value = s.field, s.value
+		}
+	}
+	if len(given) != 1 {
+		return "", "", usageError{fmt.Errorf("give exactly one of --correlation, --submission, --key (got %d)", len(given))}
+	}
+	return field, value, nil
+}
+
+func auditTrace(args []string, stdout io.Writer) error {
+	fs := newFlagSet("audit trace")
+	f := newTraceFlags(fs)
+	files, err := parseFiles(fs, args, auditTraceSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	field, value, err := f.selector()
+	if err != nil {
+		return err
+	}
+	calls := &traceCalls{byID: map[string]*tracedCall{}}
+	sum, err := grantretry.ReadAuditTrail(files, calls.collect(field, value))
+	switch {
+	case err != nil && (len(calls.order) == 0 || !errors.As(err, new(*grantretry.TrailError))):
+		return trailFailure("trace", err, sum)
+	case err != nil:
+		calls.write(stdout)
+		fmt.Fprintln(stdout, "\nWARNING: the chain is broken; only the records before the break are shown")
+		return trailFailure("trace", err, sum)
+	case len(calls.order) == 0:
+		return fmt.Errorf("trace: no call with %s %q in %s", field, value, countNoun(sum.Records, "record"))
+	}
+	fmt.Fprintf(stdout, "chain verified: %s in %s, seq %d..%d\n",
+		countNoun(sum.Records, "record"), countNoun(len(sum.Files), "file"), sum.FirstSeq, sum.LastSeq)
+	calls.write(stdout)
+	return nil
+}
+
+// tracedCall is one logical call's records.
+type tracedCall struct {
+	first       grantretry.TrailRecord // the call's first record
+	attempts    []grantretry.TrailRecord
+	disposition *grantretry.TrailRecord
+}
+
+// traceCalls gathers the matching records by correlation id. A call ends
+// with its disposition record: a later record under the same correlation
+// id starts another call (a redelivered dead letter keeps its correlation
+// id, and a caller may reuse its own).
+type traceCalls struct {
+	byID  map[string]*tracedCall // the open call of each correlation id
+	order []*tracedCall
+}
+
+func (c *traceCalls) collect(field, value string) func(grantretry.TrailRecord) error {
+	return func(r grantretry.TrailRecord) error {
+		if (r.Msg != grantretry.MsgAttempt && r.Msg != grantretry.MsgDisposition) || fieldText(r.Fields[field]) != value {
+			return nil
+		}
+		id := fieldText(r.Fields[grantretry.FieldCorrelationID])
+		tc := c.byID[id]
+		if tc == nil || tc.disposition != nil {
+			tc = &tracedCall{first: r}
+			c.byID[id] = tc
+			c.order = append(c.order, tc)
+		}
+		if r.Msg == grantretry.MsgAttempt {
+			tc.attempts = append(tc.attempts, r)
+		} else {
+			tc.disposition = &r
+		}
+		return nil
+	}
+}
+
+// write prints every call, in the time order of their first records.
+func (c *traceCalls) write(w io.Writer) {
+	slices.SortStableFunc(c.order, func(a, b *tracedCall) int { return a.first.Time.Compare(b.first.Time) })
+	for i, tc := range c.order {
+		fmt.Fprintf(w, "\ncall %d of %d\n", i+1, len(c.order))
+		tc.write(w)
+	}
+}
+
+const traceTime = "2006-01-02T15:04:05.000000Z07:00"
+
+func (tc *tracedCall) write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	f := tc.first.Fields
+	fmt.Fprintf(tw, "  correlation id\t%s\n", fieldText(f[grantretry.FieldCorrelationID]))
+	fmt.Fprintf(tw, "  submission id\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldSubmissionID])))
+	fmt.Fprintf(tw, "  idempotency key\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldIdempotencyKey])))
+	fmt.Fprintf(tw, "  request\t%s %s %s\n", fieldText(f[grantretry.FieldMethod]), fieldText(f[grantretry.FieldHost]), fieldText(f[grantretry.FieldPath]))
+	fmt.Fprintf(tw, "  payload\t%s\n", tc.payload())
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TIME\tATTEMPT\tSTATUS\tREASON\tRETRYABLE\tWAIT\tWAIT SOURCE\tLATENCY\tERROR")
+	for _, a := range tc.attempts {
+		af := a.Fields
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Time.Format(traceTime),
+			fieldText(af[grantretry.FieldAttempt]), fieldText(af[grantretry.FieldStatus]), fieldText(af[grantretry.FieldReason]),
+			fieldText(af[grantretry.FieldRetryable]), fieldText(af[grantretry.FieldWait]), dashIfEmpty(fieldText(af[grantretry.FieldWaitSource])),
+			fieldText(af[grantretry.FieldLatency]), dashIfEmpty(fieldText(af[grantretry.FieldError])))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tc.writeDisposition(w)
+}
+
+func (tc *tracedCall) payload() string {
+	if tc.disposition == nil {
+		return "not recorded (no disposition)"
+	}
+	f := tc.disposition.Fields
+	size, sum := fieldText(f[grantretry.FieldPayloadBytes]), fieldText(f[grantretry.FieldPayloadSHA256])
+	if sum == "" {
+		s := "not read"
+		if why := fieldText(f[grantretry.FieldNotReplayable]); why != "" {
+			s += " (" + why + ")"
+		}
+		return s
+	}
+	return "sha256 " + sum + ", " + size + " bytes"
+}
+
+func (tc *tracedCall) writeDisposition(w io.Writer) {
+	if tc.disposition == nil {
+		fmt.Fprintln(w, "  disposition: none recorded; the trail ends before the call did (a crash?)")
+		return
+	}
+	d := tc.disposition
+	f := d.Fields
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  disposition\t%s at %s\n", fieldText(f[grantretry.FieldDisposition]), d.Time.Format(traceTime))
+	fmt.Fprintf(tw, "  stop reason\t%s\n", fieldText(f[grantretry.FieldStopReason]))
+	fmt.Fprintf(tw, "  attempts\t%s\n", fieldText(f[grantretry.FieldAttempts]))
+	fmt.Fprintf(tw, "  elapsed\t%s\n", fieldText(f[grantretry.FieldElapsed]))
+	fmt.Fprintf(tw, "  last status\t%s (%s)\n", fieldText(f[grantretry.FieldStatus]), fieldText(f[grantretry.FieldReason]))
+	for _, k := range []string{grantretry.FieldError, grantretry.FieldDeadLetterID, grantretry.FieldRecordError} {
+		if v := fieldText(f[k]); v != "" {
+			fmt.Fprintf(tw, "  %s\t%s\n", strings.ReplaceAll(k, "_", " "), v)
+		}
+	}
+	fmt.Fprintf(tw, "  record\t%s line %d, seq %d\n", filepath.Base(d.File), d.Line, d.Seq)
+	tw.Flush()
+}
+
+// fieldText renders a field value as the record has it.
+func fieldText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return fmt.Sprint(v)
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
