@@ -55,6 +55,21 @@ type trailSink interface {
 	Err() error
 }
 
+// WithAuditTrail makes the Transport write every audit line to trail as
+// well, whatever WithLogger says, as hash-chained records, and sync the
+// trail at every disposition before RoundTrip returns: a disposition the
+// caller has seen is on disk. A failure to record a call that was made is
+// reported in Outcome.RecordErr. Once the trail has failed, the Transport
+// fails closed: it sends nothing more, and every call ends DeadLetter
+// (StopAuditTrail) before its first attempt, so no call goes out that the
+// trail cannot show. Several Transports may share one trail.
+func WithAuditTrail(trail *AuditTrail) Option {
+	if trail == nil {
+		return optionFunc(func(c *config) { c.invalid("WithAuditTrail(nil)") })
+	}
+	return withTrail(trail, trailEncoderConfig())
+}
+
 // withTrail makes the Transport write every audit line to ts as well, as
 // JSON records encoded with ec, and sync it at every disposition.
 func withTrail(ts trailSink, ec zapcore.EncoderConfig) Option {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 type fakeTrail struct {
 	mu       sync.Mutex
 	events   []string // "write <msg>" and "sync", in order
+	records  []map[string]any
 	writes   int
 	failAt   int
 	syncErr  error
@@ -33,11 +35,12 @@ func (f *fakeTrail) Write(p []byte) (int, error) {
 		f.writeErr = errDiskGone
 		return 0, f.writeErr
 	}
-	var rec struct{ Msg string }
+	var rec map[string]any
 	if err := json.Unmarshal(p, &rec); err != nil {
 		return 0, err
 	}
-	f.events = append(f.events, "write "+rec.Msg)
+	f.records = append(f.records, rec)
+	f.events = append(f.events, fmt.Sprint("write ", rec["msg"]))
 	return len(p), nil
 }
 
@@ -68,7 +71,7 @@ func withFakeTrail(f *fakeTrail) Option {
 // call, right after the disposition line, before the caller has it.
 func TestTrailGetsEveryLineAndSyncsAtTheDisposition(t *testing.T) {
 	trail := &fakeTrail{}
-	h := newHarness(t, withFakeTrail(trail), WithBreaker(2, time.Hour), WithBudget(3, time.Hour))
+	h := newHarness(t, withFakeTrail(trail), WithBreaker(2, time.Hour), WithBudget(3, time.Hour), WithLogger(zap.NewNop()))
 	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 503, 201))
 	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
 	resp, err := h.tr.RoundTrip(req)
@@ -86,6 +89,13 @@ func TestTrailGetsEveryLineAndSyncsAtTheDisposition(t *testing.T) {
 	}
 	if o := mustOutcome(t, resp); o.Disposition != CircuitOpen || o.RecordErr != nil {
 		t.Errorf("outcome %+v, want circuit_open with nothing missing from the record", o)
+	}
+	// The trail alone, with the logger off, still gets the payload's hash.
+	trail.mu.Lock()
+	last := trail.records[len(trail.records)-1]
+	trail.mu.Unlock()
+	if last[FieldPayloadSHA256] != hexSHA256([]byte(`{"a":1}`)) {
+		t.Errorf("disposition record %v lacks the payload's SHA-256", last)
 	}
 }
 

@@ -171,7 +171,7 @@ func (c *call) prepare() error {
 		}
 	}
 	p := &c.p
-	if err := p.read(req, t.cfg.replayLimit, keyPrefix, t.log.Core().Enabled(zap.WarnLevel)); err != nil {
+	if err := p.read(req, t.cfg.replayLimit, keyPrefix, t.auditing(zap.WarnLevel)); err != nil {
 		c.out.StopReason = StopBodyReadFailure
 		return err
 	}

@@ -1,9 +1,12 @@
 // Command grantretry holds the tools that come with the grantretry library,
 // one subcommand each:
 //
-//	grantretry sim [flags]                 run the storm simulator (see docs/choosing-budgets.md)
-//	grantretry deadletter list|show|redeliver DIR ...
-//	                                       list, show and redeliver dead letters (see docs/dead-letters.md)
+//	grantretry sim [flags]
+//	    run the storm simulator (see docs/choosing-budgets.md)
+//	grantretry audit verify|trace FILE... [flags]
+//	    verify an audit trail, or trace one call through it (see docs/audit-trail.md)
+//	grantretry deadletter list|show|redeliver DIR [ID...] [flags]
+//	    list, show and redeliver dead letters (see docs/dead-letters.md)
 //
 // "grantretry help" lists the subcommands and "grantretry <command> -help"
 // gives a subcommand's flags. Errors are written to standard error as
@@ -39,6 +42,7 @@ type command struct {
 // commands are the subcommands, in the order "help" lists them.
 var commands = []command{
 	{name: "sim", summary: "run the storm simulator: retry policies against a funder that goes down", run: runSim},
+	{name: "audit", summary: "verify an audit trail's hash chain, or trace one call through it", run: runAudit},
 	{name: "deadletter", summary: "list, show and redeliver dead letters kept in a directory", run: runDeadLetter},
 }
 

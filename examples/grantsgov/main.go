@@ -1,8 +1,11 @@
 // Command grantsgov submits six grant applications through grantretry to a
 // simulated funder that fails the way real ones do (503s, a 429 with
 // Retry-After, a connection dropped after the submission was recorded, a
-// validation failure, an outage), then shows from the funder's own ledger
-// that no submission was recorded twice.
+// validation failure, an outage). The call the outage defeats is kept as a
+// dead letter and redelivered, under the same Idempotency-Key, once the
+// funder is back. The demo then shows from the funder's own ledger that no
+// submission was recorded twice, and verifies the hash chain of the audit
+// trail it wrote to disk.
 //
 // Everything runs in process against a loopback server and needs no
 // network. Backoffs are kept to milliseconds; the one long wait is the
@@ -30,29 +33,48 @@ import (
 )
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	dir, err := demoDir()
+	if err == nil {
+		err = run(os.Stdout, dir)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "grantsgov:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole demo: the audit trail, the summary, the funder's ledger.
-// It fails if the funder recorded any submission twice. extra options go to
-// the Transport after the demo's own (the tests pass a clock that skips the
-// waits).
-func run(w io.Writer, extra ...grantretry.Option) error {
+// run is the whole demo: the audit lines, the summary, the redelivery of
+// the dead letters, the funder's ledger and the check of the audit trail
+// kept in dir. It fails if the funder recorded any submission twice or the
+// trail does not verify. extra options go to the Transport after the
+// demo's own (the tests pass a clock that skips the waits).
+func run(w io.Writer, dir string, extra ...grantretry.Option) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	recs, err := openRecords(dir)
+	if err != nil {
+		return err
+	}
 
-	fmt.Fprintln(w, "== audit trail (zap JSON lines) ==")
-	results, ledger, err := simulate(ctx, w, extra...)
+	fmt.Fprintln(w, "== audit lines (zap JSON; the same records go to the hash-chained trail on disk) ==")
+	out, err := simulate(ctx, w, recs, extra...)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\n== what the pipeline saw ==")
-	printSummary(w, results)
+	printSummary(w, out.results)
+	fmt.Fprintln(w, "\n== dead letters, redelivered once the outage is over ==")
+	printRedeliveries(w, out.redelivered)
 	fmt.Fprintln(w, "\n== what the funder recorded ==")
-	return ledger.report(w)
+	if err := out.funder.report(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n== the audit trail ==")
+	if err := recs.verifyTrail(w); err != nil {
+		return err
+	}
+	recs.printNextSteps(w)
+	return nil
 }
 
 // application is one grant application as the pipeline sends it.
@@ -108,10 +130,18 @@ func transportOptions(log *zap.Logger) []grantretry.Option {
 	}
 }
 
+// simulation is what one run of the demo produced.
+type simulation struct {
+	results     []result
+	redelivered []redelivery
+	funder      *funder
+}
+
 // simulate starts a funder, submits every application through grantretry
-// with the audit trail written to w, and returns what the pipeline saw and
-// what the funder recorded.
-func simulate(ctx context.Context, w io.Writer, extra ...grantretry.Option) ([]result, *funder, error) {
+// with the audit lines written to w and the trail and dead letters kept in
+// recs, ends the outage and redelivers the dead letters, and returns what
+// the pipeline saw and what the funder recorded.
+func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantretry.Option) (simulation, error) {
 	f := newFunder(script())
 	srv := httptest.NewUnstartedServer(f)
 	// Connection: close on every response, so each attempt is a fresh
@@ -124,17 +154,21 @@ func simulate(ctx context.Context, w io.Writer, extra ...grantretry.Option) ([]r
 
 	log := auditLogger(w)
 	defer log.Sync()
-	client := &http.Client{Transport: grantretry.New(nil, append(transportOptions(log), extra...)...)}
+	opts := append(append(transportOptions(log), recs.options()...), extra...)
+	client := &http.Client{Transport: grantretry.New(nil, opts...)}
 
-	var results []result
+	sim := simulation{funder: f}
 	for _, app := range applications {
 		r, err := submit(ctx, client, srv.URL+"/v1/applications", app)
 		if err != nil {
-			return nil, nil, err
+			return sim, err
 		}
-		results = append(results, r)
+		sim.results = append(sim.results, r)
 	}
-	return results, f, nil
+	f.endOutage()
+	var err error
+	sim.redelivered, err = recs.redeliverAll(ctx, client)
+	return sim, err
 }
 
 // auditLogger writes JSON lines to w, with readable times and durations.
@@ -314,8 +348,19 @@ func (f *funder) handle(app application, key string) answer {
 	return answer{status: http.StatusCreated, body: rec, hangUp: flt == dropAfterRecord}
 }
 
+// endOutage brings the funder back: the outage ends.
+func (f *funder) endOutage() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for app, q := range f.script {
+		if len(q) > 0 && q[0] == outage {
+			f.script[app] = nil
+		}
+	}
+}
+
 // nextFault takes the next scripted fault for an application; mu must be
-// held. An outage is never used up.
+// held. An outage is never used up until endOutage.
 func (f *funder) nextFault(appID string) fault {
 	q := f.script[appID]
 	if len(q) == 0 {

@@ -20,26 +20,42 @@ type instant struct{}
 func (instant) Now() time.Time                                   { return time.Now() }
 func (instant) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
-// simulateForTest runs the demo against its own funder and returns what the
-// pipeline saw, the funder, and the audit trail.
-func simulateForTest(t *testing.T) ([]result, *funder, []byte) {
+// simulateForTest runs the demo against its own funder, keeping its records
+// in a new directory, and returns what it produced and the audit lines.
+func simulateForTest(t *testing.T) (simulation, *records, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var trail bytes.Buffer
-	results, f, err := simulate(ctx, &trail, grantretry.WithClock(instant{}))
+	recs, err := openRecords(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { recs.trail.Close() })
+	sim, err := simulate(ctx, &trail, recs, grantretry.WithClock(instant{}))
 	if err != nil {
 		t.Fatalf("simulate: %v", err)
 	}
-	if len(results) != len(applications) {
-		t.Fatalf("got %d results, want %d", len(results), len(applications))
+	if len(sim.results) != len(applications) {
+		t.Fatalf("got %d results, want %d", len(sim.results), len(applications))
 	}
-	return results, f, trail.Bytes()
+	return sim, recs, trail.Bytes()
+}
+
+// redelivered returns the redelivery of app's dead letter, if it had one.
+func (s simulation) redeliveryOf(app string) (redelivery, bool) {
+	for _, rd := range s.redelivered {
+		if rd.letter.SubmissionID == app {
+			return rd, true
+		}
+	}
+	return redelivery{}, false
 }
 
 func TestFunderRecordsEachSubmissionExactlyOnce(t *testing.T) {
 	t.Parallel()
-	results, f, _ := simulateForTest(t)
+	sim, _, _ := simulateForTest(t)
+	results, f := sim.results, sim.funder
 
 	recorded, dups := f.duplicates()
 	if dups != 0 {
@@ -48,12 +64,19 @@ func TestFunderRecordsEachSubmissionExactlyOnce(t *testing.T) {
 	wantRecorded := 0
 	for _, r := range results {
 		ids := f.records[r.app.ID]
-		if r.outcome.Disposition == grantretry.Succeeded {
+		rd, hadLetter := sim.redeliveryOf(r.app.ID)
+		switch {
+		case r.outcome.Disposition == grantretry.Succeeded:
 			wantRecorded++
 			if len(ids) != 1 || ids[0] != r.record {
 				t.Errorf("%s: funder records %v, pipeline got record %q; want exactly that one", r.app.ID, ids, r.record)
 			}
-		} else if len(ids) != 0 {
+		case hadLetter && rd.outcome.Disposition == grantretry.Succeeded:
+			wantRecorded++
+			if len(ids) != 1 {
+				t.Errorf("%s: redelivered, and the funder recorded %v; want one record", r.app.ID, ids)
+			}
+		case len(ids) != 0:
 			t.Errorf("%s ended %s but the funder recorded %v", r.app.ID, r.outcome.Disposition, ids)
 		}
 	}
@@ -64,7 +87,8 @@ func TestFunderRecordsEachSubmissionExactlyOnce(t *testing.T) {
 
 func TestDispositions(t *testing.T) {
 	t.Parallel()
-	results, _, _ := simulateForTest(t)
+	sim, _, _ := simulateForTest(t)
+	results := sim.results
 	want := map[string]struct {
 		disp     grantretry.Disposition
 		stop     string
@@ -98,7 +122,8 @@ func TestDispositions(t *testing.T) {
 // recognised as the same submission.
 func TestDroppedConnectionIsReplayedNotReapplied(t *testing.T) {
 	t.Parallel()
-	results, f, _ := simulateForTest(t)
+	sim, _, _ := simulateForTest(t)
+	results, f := sim.results, sim.funder
 	r := results[3]
 	if r.app.ID != "GRANT-2026-0004" {
 		t.Fatalf("results[3] is %s, want GRANT-2026-0004", r.app.ID)
@@ -116,7 +141,8 @@ func TestDroppedConnectionIsReplayedNotReapplied(t *testing.T) {
 // key per submission, derived from the submission id and the body.
 func TestKeysAndAttemptsMatchTheFunder(t *testing.T) {
 	t.Parallel()
-	results, f, _ := simulateForTest(t)
+	sim, _, _ := simulateForTest(t)
+	results, f := sim.results, sim.funder
 	if len(f.keys) != len(results) {
 		t.Errorf("funder saw %d keys, want one per submission (%d)", len(f.keys), len(results))
 	}
@@ -128,16 +154,21 @@ func TestKeysAndAttemptsMatchTheFunder(t *testing.T) {
 		if want := grantretry.IdempotencyKey(r.app.ID, payload); r.outcome.IdempotencyKey != want {
 			t.Errorf("%s: key %q, want %q", r.app.ID, r.outcome.IdempotencyKey, want)
 		}
+		want := r.outcome.Attempts
+		if rd, ok := sim.redeliveryOf(r.app.ID); ok {
+			want += rd.outcome.Attempts // the same key again
+		}
 		e := f.keys[r.outcome.IdempotencyKey]
-		if e == nil || e.requests != r.outcome.Attempts {
-			t.Errorf("%s: funder ledger %+v, want %d requests", r.app.ID, e, r.outcome.Attempts)
+		if e == nil || e.requests != want {
+			t.Errorf("%s: funder ledger %+v, want %d requests", r.app.ID, e, want)
 		}
 	}
 }
 
 func TestAuditTrail(t *testing.T) {
 	t.Parallel()
-	results, _, trail := simulateForTest(t)
+	sim, _, trail := simulateForTest(t)
+	results := sim.results
 	msgs := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(trail))
 	for sc.Scan() {
@@ -152,6 +183,9 @@ func TestAuditTrail(t *testing.T) {
 		}
 	}
 	attempts := 0
+	for _, rd := range sim.redelivered {
+		attempts += rd.outcome.Attempts
+	}
 	for _, r := range results {
 		attempts += r.outcome.Attempts
 		// Bodies are never logged: no title may reach the trail.
@@ -162,8 +196,8 @@ func TestAuditTrail(t *testing.T) {
 	if msgs[grantretry.MsgAttempt] != attempts {
 		t.Errorf("%d attempt lines, want %d", msgs[grantretry.MsgAttempt], attempts)
 	}
-	if msgs[grantretry.MsgDisposition] != len(results) {
-		t.Errorf("%d disposition lines, want %d", msgs[grantretry.MsgDisposition], len(results))
+	if want := len(results) + len(sim.redelivered); msgs[grantretry.MsgDisposition] != want {
+		t.Errorf("%d disposition lines, want %d", msgs[grantretry.MsgDisposition], want)
 	}
 	if msgs[grantretry.MsgBreaker] != 0 {
 		t.Errorf("%d breaker lines, want 0: the breaker should stay closed", msgs[grantretry.MsgBreaker])
@@ -173,7 +207,7 @@ func TestAuditTrail(t *testing.T) {
 func TestRunSucceeds(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	if err := run(&out, grantretry.WithClock(instant{})); err != nil {
+	if err := run(&out, t.TempDir(), grantretry.WithClock(instant{})); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 }
@@ -187,5 +221,48 @@ func TestReportFailsOnDuplicate(t *testing.T) {
 	f.handle(app, "grant-second")
 	if err := f.report(io.Discard); err == nil {
 		t.Fatal("report returned nil with a duplicate recorded")
+	}
+}
+
+// The outage's call is kept as a dead letter and, once the funder is back,
+// redelivered under the same key: applied once, the letter moved aside.
+// The trail on disk holds every line the logger saw, and its chain
+// verifies.
+func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
+	t.Parallel()
+	sim, recs, lines := simulateForTest(t)
+	if len(sim.redelivered) != 1 {
+		t.Fatalf("%d letters redelivered, want 1 (GRANT-2026-0006)", len(sim.redelivered))
+	}
+	rd := sim.redelivered[0]
+	l := rd.letter
+	if l.SubmissionID != "GRANT-2026-0006" || rd.err != nil || rd.outcome.Disposition != grantretry.Succeeded ||
+		rd.outcome.IdempotencyKey != l.IdempotencyKey || rd.outcome.CorrelationID != l.CorrelationID {
+		t.Errorf("redelivery %+v of letter %s: want GRANT-2026-0006 succeeded under the letter's key and correlation id", rd, l.ID)
+	}
+	if left, err := recs.letters.List(); err != nil || len(left) != 0 {
+		t.Errorf("letters still owed after redelivery: %d (%v), want 0", len(left), err)
+	}
+	if _, mark, err := recs.letters.Redelivered(l.ID); err != nil || mark.Status != 201 {
+		t.Errorf("letter %s not marked redelivered: %+v, %v", l.ID, mark, err)
+	}
+
+	if err := recs.trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := recs.trailFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := grantretry.VerifyAuditTrail(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := bytes.Count(lines, []byte("\n"))
+	if got := sum.Messages[grantretry.MsgAttempt] + sum.Messages[grantretry.MsgDisposition] + sum.Messages[grantretry.MsgBreaker]; got != logged {
+		t.Errorf("trail holds %d audit records, the logger wrote %d lines", got, logged)
+	}
+	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 5 {
+		t.Errorf("trail dispositions %v, want 1 dead_letter and 5 succeeded", sum.Dispositions)
 	}
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// records is what the pipeline keeps on disk: the hash-chained audit trail
+// and the dead letters, in one directory.
+type records struct {
+	dir     string
+	trail   *grantretry.AuditTrail
+	letters *grantretry.DeadLetterDir
+}
+
+const (
+	trailName   = "audit.jsonl"
+	lettersName = "dead-letters"
+)
+
+func openRecords(dir string) (*records, error) {
+	trail, err := grantretry.OpenAuditTrail(filepath.Join(dir, trailName), grantretry.AuditTrailOptions{})
+	if err != nil {
+		return nil, err
+	}
+	letters, err := grantretry.OpenDeadLetterDir(filepath.Join(dir, lettersName))
+	if err != nil {
+		trail.Close()
+		return nil, err
+	}
+	return &records{dir: dir, trail: trail, letters: letters}, nil
+}
+
+// options make a Transport write its audit trail and keep its dead letters
+// here.
+func (r *records) options() []grantretry.Option {
+	return []grantretry.Option{grantretry.WithAuditTrail(r.trail), grantretry.WithDeadLetter(r.letters)}
+}
+
+// trailFiles are the trail's files: the live one and any rotated ones.
+func (r *records) trailFiles() ([]string, error) {
+	return filepath.Glob(filepath.Join(r.dir, trailName) + "*")
+}
+
+// redelivery is one dead letter sent again once the funder is back.
+type redelivery struct {
+	letter  *grantretry.Letter
+	outcome grantretry.Outcome
+	status  int
+	err     error
+}
+
+// redeliverAll sends every dead letter again through client, with its own
+// Idempotency-Key, and marks the ones the funder took as redelivered.
+func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]redelivery, error) {
+	letters, err := r.letters.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []redelivery
+	for _, l := range letters {
+		rd := redelivery{letter: l}
+		resp, err := grantretry.Redeliver(ctx, client, l)
+		if err != nil {
+			rd.err = err
+			out = append(out, rd)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		rd.outcome, _ = grantretry.OutcomeOf(resp)
+		rd.status = resp.StatusCode
+		if rd.outcome.Disposition == grantretry.Succeeded {
+			mark := grantretry.Redelivery{ID: l.ID, Time: time.Now(), Status: rd.status,
+				Disposition: rd.outcome.Disposition, Attempts: rd.outcome.Attempts, Note: "redelivered by the grantsgov demo"}
+			if err := r.letters.MarkRedelivered(l.ID, mark); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, rd)
+	}
+	return out, nil
+}
+
+func printRedeliveries(w io.Writer, rds []redelivery) {
+	if len(rds) == 0 {
+		fmt.Fprintln(w, "no dead letters")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LETTER\tSUBMISSION\tWHY IT WAS KEPT\tREDELIVERED\tSAME KEY")
+	for _, rd := range rds {
+		l, o := rd.letter, rd.outcome
+		got := fmt.Sprintf("%s, status %d", o.Disposition, rd.status)
+		if rd.err != nil {
+			got = "error: " + rd.err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s after %d attempts\t%s\t%v\n",
+			l.ID, l.SubmissionID, l.Disposition, l.StopReason, l.Attempts, got, o.IdempotencyKey == l.IdempotencyKey)
+	}
+	tw.Flush()
+}
+
+// verifyTrail closes the trail and checks its hash chain, as an auditor
+// would with "grantretry audit verify".
+func (r *records) verifyTrail(w io.Writer) error {
+	if err := r.trail.Close(); err != nil {
+		return err
+	}
+	files, err := r.trailFiles()
+	if err != nil {
+		return err
+	}
+	sum, err := grantretry.VerifyAuditTrail(files...)
+	if err != nil {
+		return err
+	}
+	var disps []string
+	for d, n := range sum.Dispositions {
+		disps = append(disps, fmt.Sprintf("%s %d", d, n))
+	}
+	sort.Strings(disps)
+	fmt.Fprintf(w, "%s: hash chain verified, %d records (seq %d..%d), dispositions: %s\nlast hash %s\n",
+		filepath.Join(r.dir, trailName), sum.Records, sum.FirstSeq, sum.LastSeq, strings.Join(disps, ", "), sum.LastHash)
+	return nil
+}
+
+// printNextSteps tells the reader how to look at what the demo kept.
+func (r *records) printNextSteps(w io.Writer) {
+	trail := filepath.Join(r.dir, trailName)
+	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", trail)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", trail)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
+		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, grantretry.RedeliveredDir))
+}
+
+// demoDir is where main keeps the records: a new directory under the
+// system's temporary one, left in place for the reader to look at.
+func demoDir() (string, error) {
+	return os.MkdirTemp("", "grantretry-grantsgov-")
+}
