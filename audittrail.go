@@ -236,7 +236,7 @@ func (t *AuditTrail) start(s trailSurvey) error {
 	if created || s.live.records == 0 {
 		// A live file without records may have been created by a process
 		// that crashed before its directory entry was durable.
-		if err := syncTrailDir(t.dir); err != nil {
+		if err := syncDir(t.dir); err != nil {
 			return t.fail("sync the directory", err)
 		}
 	}
@@ -451,7 +451,7 @@ func (t *AuditTrail) rotate() error {
 		return t.fail("rotate", err)
 	}
 	t.f, t.size, t.records, t.index = f, 0, 0, t.index+1
-	if err := syncTrailDir(t.dir); err != nil {
+	if err := syncDir(t.dir); err != nil {
 		return t.fail("sync the directory", err)
 	}
 	if err := writeTrailHead(t.head, t.seq, &t.last, filepath.Base(rotated)); err != nil {
@@ -572,9 +572,10 @@ func writeTrailHead(path string, seq uint64, hash *[32]byte, file string) error 
 	return os.Rename(tmp, path)
 }
 
-// syncTrailDir makes the directory's entries durable: a new or renamed file
-// survives a crash. Windows cannot sync a directory, and need not.
-func syncTrailDir(dir string) error {
+// syncDir makes a directory's entries durable: a file created, renamed,
+// linked or removed in it stays so after a crash. Windows cannot sync a
+// directory, and its filesystems journal renames anyway.
+func syncDir(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +121,7 @@ func mkdirDurable(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return syncLetterDir(filepath.Dir(dir))
+	return syncDir(filepath.Dir(dir))
 }
 
 func removeStaleTemps(dir string, now time.Time) error {
@@ -193,7 +192,7 @@ func (d *DeadLetterDir) writeFile(dir, name string, data []byte, publish func(tm
 	if err := publish(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return syncLetterDir(dir)
+	return syncDir(dir)
 }
 
 // publishNew gives tmp the name final unless final exists. A hard link
@@ -221,23 +220,6 @@ func (d *DeadLetterDir) publishNew(tmp, final string) error {
 		return err
 	}
 	return os.Rename(tmp, final)
-}
-
-// syncLetterDir makes the names created and removed in dir durable. Windows
-// cannot sync a directory, and its filesystems journal renames anyway.
-func syncLetterDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // List returns the letters in the directory, not those redelivered, sorted
@@ -392,10 +374,10 @@ func moveDurable(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	if err := syncLetterDir(filepath.Dir(to)); err != nil {
+	if err := syncDir(filepath.Dir(to)); err != nil {
 		return err
 	}
-	return syncLetterDir(filepath.Dir(from))
+	return syncDir(filepath.Dir(from))
 }
 
 // letterError is an error about one letter that matches ErrBadLetter.

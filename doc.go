@@ -48,7 +48,17 @@
 //     host end at once as CircuitOpen, without sending or spending budget.
 //   - Audit. Each attempt and each disposition is one structured zap line
 //     (see the Msg* and Field* constants); bodies, credentials, user info
-//     and query strings are never logged.
+//     and query strings are never logged. WithAuditTrail also writes every
+//     record to an AuditTrail: a write-once file whose records are chained
+//     by SHA-256, synced at every disposition before RoundTrip returns, and
+//     checked by VerifyAuditTrail (or "grantretry audit verify"). A
+//     Transport whose trail has failed sends nothing more.
+//   - Dead letters. With WithDeadLetter, a call that ends DeadLetter or
+//     CircuitOpen is handed to a DeadLetterSink as a Letter: the request
+//     byte for byte with its key and ids, without its secrets (WithRedact
+//     names more). DeadLetterDir keeps letters as files, a crash leaving a
+//     whole letter or none; Redeliver sends one again under its
+//     Idempotency-Key.
 //
 // # Results
 //

@@ -45,6 +45,14 @@ func (rd redactor) secret(name string) bool {
 	return false
 }
 
+// SecretName reports whether a header or query parameter called name
+// carries a secret by the built-in rules: compared without regard to case,
+// it contains one of "auth", "token", "secret", "passw", "apikey",
+// "api-key", "api_key", "session", "cookie", "signature", "credential" or
+// "private", or is "key", "sig", "pwd" or "code". A Transport also treats
+// as secret the names given to WithRedact.
+func SecretName(name string) bool { return redactor{}.secret(name) }
+
 // header returns a copy of h without the headers that carry secrets and
 // without the ones the Transport stamps, and the names it left out as
 // secrets, sorted.

@@ -61,6 +61,15 @@ func TestRedactSecretNames(t *testing.T) {
 		if got := rd.secret(name); got != want {
 			t.Errorf("secret(%q) = %v, want %v", name, got, want)
 		}
+		if got := SecretName(name); got != want && name != "X-Portal-Pin" { // named with WithRedact only
+			t.Errorf("SecretName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestSecretNameKnowsOnlyTheBuiltInNames(t *testing.T) {
+	if SecretName("X-Portal-Pin") || !SecretName("X-Portal-Token") {
+		t.Error("SecretName must follow the built-in rules only")
 	}
 }
 

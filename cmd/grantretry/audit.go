@@ -142,13 +142,6 @@ func trailFailure(sub string, err error, sum grantretry.TrailSummary) error {
 	return fmt.Errorf("%s: %w", sub, err)
 }
 
-func countNoun(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 // writeSummary prints a verified trail's summary.
 func writeSummary(w io.Writer, sum grantretry.TrailSummary) {
 	fmt.Fprintf(w, "ok: %s in %s, seq %d..%d, last hash %s\n",
@@ -373,13 +366,6 @@ func fieldText(v any) string {
 func noneIfEmpty(s string) string {
 	if s == "" {
 		return "(none)"
-	}
-	return s
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
 	}
 	return s
 }

@@ -80,25 +80,36 @@ var tracedCalls = []struct {
 // writes its audit trail to an AuditTrail in a new directory, and returns the live file and each call's Idempotency-Key.
 func writeTestTrail(t *testing.T) (string, map[string]string) {
 	t.Helper()
+	path, funder, client := newTrailClient(t, grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
+	keys := map[string]string{}
+	for _, c := range tracedCalls {
+		funder.answers[c.corr] = c.answers
+		keys[c.corr] = makeCall(t, client, c.corr, c.sub)
+	}
+	return path, keys
+}
+
+// newTrailClient returns a client whose Transport, built with opts, writes
+// its audit trail to a new trail file at the returned path, and the canned
+// funder behind it. The trail is closed, and checked for a failure, when
+// the test ends.
+func newTrailClient(t *testing.T, opts ...grantretry.Option) (string, *cannedFunder, *http.Client) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
 	clk := &auditClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	trail, err := grantretry.OpenAuditTrail(path, grantretry.AuditTrailOptions{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer trail.Close()
+	t.Cleanup(func() {
+		if err := trail.Err(); err != nil {
+			t.Error(err)
+		}
+		trail.Close()
+	})
 	funder := &cannedFunder{answers: map[string][]int{}}
-	client := &http.Client{Transport: grantretry.New(funder, grantretry.WithAuditTrail(trail), grantretry.WithClock(clk),
-		grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())}
-	keys := map[string]string{}
-	for _, c := range tracedCalls {
-		funder.answers[c.corr] = c.answers
-		keys[c.corr] = makeCall(t, client, c.corr, c.sub)
-	}
-	if err := trail.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return path, keys
+	all := append([]grantretry.Option{grantretry.WithAuditTrail(trail), grantretry.WithClock(clk)}, opts...)
+	return path, funder, &http.Client{Transport: grantretry.New(funder, all...)}
 }
 
 // makeCall posts an application and returns its Idempotency-Key.
@@ -318,16 +329,8 @@ func TestAuditHelp(t *testing.T) {
 // a caller reusing its own): a disposition ends a call, so trace shows two
 // calls, each with its own attempts and disposition.
 func TestAuditTraceSplitsCallsAtTheirDisposition(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	clk := &auditClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-	trail, err := grantretry.OpenAuditTrail(path, grantretry.AuditTrailOptions{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer trail.Close()
-	funder := &cannedFunder{answers: map[string][]int{}}
-	client := &http.Client{Transport: grantretry.New(funder, grantretry.WithAuditTrail(trail), grantretry.WithClock(clk),
-		grantretry.WithBudget(1, time.Hour), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())}
+	path, funder, client := newTrailClient(t,
+		grantretry.WithBudget(1, time.Hour), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
 	funder.answers["corr-r"] = []int{503}
 	makeCall(t, client, "corr-r", "GRANT-2026-0007")
 	funder.answers["corr-r"] = []int{201}

@@ -184,15 +184,8 @@ func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) err
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
 			l.StopReason, l.Method, l.URL, l.Attempts, lastOutcome(l), bodySize(l))
 	}
-	fmt.Fprintf(tw, "%s in %s\n", plural(len(letters), "letter"), dir)
+	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
 	return tw.Flush()
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func showTime(t time.Time) string {
@@ -280,21 +273,21 @@ func writeLetter(w io.Writer, l *grantretry.Letter, rec *grantretry.Redelivery) 
 	field("version", l.Version)
 	field("created", showTime(l.Created))
 	field("disposition", l.Disposition)
-	field("stop reason", orDash(l.StopReason))
-	field("reason", orDash(l.Reason))
+	field("stop reason", dashIfEmpty(l.StopReason))
+	field("reason", dashIfEmpty(l.Reason))
 	field("attempts", l.Attempts)
 	field("first attempt", showTime(l.FirstAttempt))
 	field("last attempt", showTime(l.LastAttempt))
 	field("last status", l.LastStatus)
-	field("last error", orDash(l.LastError))
+	field("last error", dashIfEmpty(l.LastError))
 	field("method", l.Method)
 	field("url", l.URL)
-	field("submission id", orDash(l.SubmissionID))
-	field("idempotency key", orDash(l.IdempotencyKey))
-	field("correlation id", orDash(l.CorrelationID))
+	field("submission id", dashIfEmpty(l.SubmissionID))
+	field("idempotency key", dashIfEmpty(l.IdempotencyKey))
+	field("correlation id", dashIfEmpty(l.CorrelationID))
 	writeHeaderLines(tw, "header", l.Header)
-	field("secret headers", orDash(strings.Join(l.Redacted, ", ")))
-	field("secret query", orDash(strings.Join(l.RedactedQuery, ", ")))
+	field("secret headers", dashIfEmpty(strings.Join(l.Redacted, ", ")))
+	field("secret query", dashIfEmpty(strings.Join(l.RedactedQuery, ", ")))
 	field("body", bodySummary(l))
 	if err := tw.Flush(); err != nil {
 		return err
@@ -308,14 +301,7 @@ func letterState(rec *grantretry.Redelivery) string {
 	}
 	s := fmt.Sprintf("redelivered %s, answered %d", showTime(rec.Time), rec.Status)
 	if rec.Disposition != "" {
-		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, plural(rec.Attempts, "attempt"))
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, countNoun(rec.Attempts, "attempt"))
 	}
 	return s
 }
@@ -337,7 +323,7 @@ func bodySummary(l *grantretry.Letter) string {
 	if l.BodyOmitted != "" {
 		return "not kept: " + l.BodyOmitted
 	}
-	return fmt.Sprintf("%d bytes, sha256 %s", l.BodyBytes, orDash(l.BodySHA256))
+	return fmt.Sprintf("%d bytes, sha256 %s", l.BodyBytes, dashIfEmpty(l.BodySHA256))
 }
 
 // maxShownBody bounds the body show prints as text.
@@ -486,7 +472,7 @@ func (r redeliverer) run(letters []*grantretry.Letter, unreadable int) error {
 	}
 	total := len(letters) + unreadable
 	if failed > 0 {
-		return fmt.Errorf("%d of %s not redelivered", failed, plural(total, "letter"))
+		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(total, "letter"))
 	}
 	if total == 0 {
 		fmt.Fprintln(r.stdout, "no letters to redeliver")
@@ -505,7 +491,7 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	out, _ := grantretry.OutcomeOf(resp)
-	summary := fmt.Sprintf("answered %s (%s after %s)", resp.Status, out.Disposition, plural(out.Attempts, "attempt"))
+	summary := fmt.Sprintf("answered %s (%s after %s)", resp.Status, out.Disposition, countNoun(out.Attempts, "attempt"))
 	if resp.StatusCode >= 400 {
 		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Dir())
 	}
@@ -598,8 +584,7 @@ func (c *credentials) shown(name, value string) string {
 	if src, ok := c.source[name]; ok {
 		return "[not shown: from " + src + "]"
 	}
-	switch name {
-	case "Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "Api-Key", "X-Auth-Token":
+	if grantretry.SecretName(name) {
 		return "[not shown]"
 	}
 	return value

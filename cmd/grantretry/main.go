@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -145,4 +146,20 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
+}
+
+// countNoun is "1 record", "2 records".
+func countNoun(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// dashIfEmpty stands "-" for an empty table cell.
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
