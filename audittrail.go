@@ -103,8 +103,15 @@ type AuditTrail struct {
 	enc             zapcore.Encoder // of the trail's own records
 
 	// fault is the first failure, or the closed state; nil while healthy.
-	// Written under mu, read without it, so Err never waits for a sync.
+	// Set once, by compare-and-swap, and read without a lock, so Err
+	// never waits for a write or a sync.
 	fault atomic.Pointer[trailFault]
+
+	// syncMu serialises Sync and Close, which write the head file. It is
+	// taken before mu, never while mu is held. A Sync holds it, but not
+	// mu, during its fsyncs, so records go on being written meanwhile and
+	// the next Sync makes all of them durable at once (group commit).
+	syncMu sync.Mutex
 
 	// mu is held across hashing and writing a record, so the chain order
 	// is the file order; every field below is guarded by it.
@@ -454,9 +461,7 @@ func (t *AuditTrail) rotate() error {
 	if err := syncDir(t.dir); err != nil {
 		return t.fail("sync the directory", err)
 	}
-	if err := writeTrailHead(t.head, t.seq, &t.last, filepath.Base(rotated)); err != nil {
-		return t.fail("write the head", err)
-	}
+	// The head is left to the next Sync: only Sync and Close write it.
 	return t.writeOwn(zapcore.InfoLevel, MsgTrailContinued,
 		zap.String(FieldTrailFile, filepath.Base(t.path)),
 		zap.String(FieldTrailPrevFile, filepath.Base(rotated)))
@@ -465,20 +470,56 @@ func (t *AuditTrail) rotate() error {
 // Sync makes every record written so far durable (fsync), then records the
 // last one in the head file. It does nothing when nothing was written since
 // the last Sync. The Transport calls it after every final disposition,
-// before the caller learns the disposition.
+// before the caller learns the disposition. Records written by other
+// goroutines during its fsync are made durable by the next Sync, which
+// covers them all with one fsync.
 func (t *AuditTrail) Sync() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if f := t.fault.Load(); f != nil {
-		return f.later
-	}
-	if !t.dirty {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
+	for {
+		t.mu.Lock()
+		if f := t.fault.Load(); f != nil {
+			t.mu.Unlock()
+			return f.later
+		}
+		if !t.dirty {
+			t.mu.Unlock()
+			return nil
+		}
+		f, seq, last, name := t.f, t.seq, t.last, filepath.Base(t.path)
+		t.dirty = false // a record written from now on is the next Sync's
+		t.mu.Unlock()
+
+		err := f.Sync()
+		if errors.Is(err, os.ErrClosed) && t.rotatedAway(f) {
+			// A rotation synced and closed f meanwhile: what f holds is
+			// durable, and the records after it are in the new file.
+			continue
+		}
+		if err != nil {
+			return t.fail("sync", err)
+		}
+		if err := writeTrailHead(t.head, seq, &last, name); err != nil {
+			return t.fail("write the head", err)
+		}
 		return nil
 	}
-	return t.syncLocked()
 }
 
-// syncLocked syncs the live file and writes the head. t.mu must be held.
+// rotatedAway reports whether f is no longer the live file, and if so marks
+// the trail dirty, since its new live file has not been synced.
+func (t *AuditTrail) rotatedAway(f *os.File) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.f == f {
+		return false
+	}
+	t.dirty = true
+	return true
+}
+
+// syncLocked syncs the live file and writes the head. t.syncMu and t.mu
+// must be held, or the trail not yet be shared (OpenAuditTrail).
 func (t *AuditTrail) syncLocked() error {
 	if err := t.f.Sync(); err != nil {
 		return t.fail("sync", err)
@@ -503,6 +544,8 @@ func (t *AuditTrail) Err() error {
 // Close syncs and closes the trail. Writes after Close fail. Closing a
 // broken trail returns its failure; closing it again returns nil.
 func (t *AuditTrail) Close() error {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

@@ -261,6 +261,66 @@ func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 	}
 }
 
+// Many goroutines each write a record and sync, as concurrent calls end,
+// while the trail rotates. Sync holds no lock on writers during its fsync;
+// still, when a Sync returns, the head covers the record written before it
+// (so that record is durable), the heads only move forward, and the chain
+// is whole.
+func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
+	const writers, each = 8, 25
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trail.jsonl")
+	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 8 << 10})
+	log := trailLogger(trail, zapcore.DefaultClock)
+	var mu sync.Mutex
+	headAfter := map[string]uint64{} // record -> head seq once its Sync returned
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				corr := fmt.Sprintf("w%d-%d", w, i)
+				logAttempt(log, corr, 1)
+				if err := trail.Sync(); err != nil {
+					t.Error(err)
+					return
+				}
+				head, err := readTrailHead(path + ".head")
+				if err != nil || head == nil {
+					t.Errorf("head after a sync: %v, %v", head, err)
+					return
+				}
+				mu.Lock()
+				headAfter[corr] = head.Seq
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seqOf := map[string]uint64{}
+	sum, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
+		if c, ok := r.Fields[FieldCorrelationID].(string); ok {
+			seqOf[c] = r.Seq
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Files) < 2 || len(seqOf) != writers*each {
+		t.Fatalf("%d files, %d records of the writers; want a rotation and %d", len(sum.Files), len(seqOf), writers*each)
+	}
+	for corr, seq := range seqOf {
+		if headAfter[corr] < seq {
+			t.Errorf("record %s is seq %d, but the head said seq %d once its Sync returned", corr, seq, headAfter[corr])
+		}
+	}
+}
+
 // Rotation renames the live file to the next six-digit index and starts
 // the new one with trail_continued, naming the file the chain comes from.
 func TestAuditTrailRotationContinuesTheChain(t *testing.T) {

@@ -166,3 +166,29 @@ func TestTrailSyncFailureIsReported(t *testing.T) {
 		t.Errorf("outcome %+v, want RecordErr wrapping the failed sync", o)
 	}
 }
+
+// The trail failing during a call stops the call's retries too: the
+// attempt already made stands, the call is dead-lettered, and no retry is
+// sent that the trail could not show.
+func TestTrailFailureMidCallStopsRetries(t *testing.T) {
+	trail := &fakeTrail{failAt: 1}
+	letters := &memLetters{}
+	h := newHarness(t, withFakeTrail(trail), WithDeadLetter(letters))
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 201))
+	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	o := mustOutcome(t, resp)
+	if o.Disposition != DeadLetter || o.StopReason != StopAuditTrail || o.Attempts != 1 || !errors.Is(o.RecordErr, errDiskGone) {
+		t.Errorf("outcome %+v, want dead_letter (%s) after 1 attempt, with the trail's failure", o, StopAuditTrail)
+	}
+	if n := h.mock.GetTotalCallCount(); n != 1 {
+		t.Errorf("%d attempts sent, want 1", n)
+	}
+	if l := letters.only(t); l.ID != o.DeadLetterID {
+		t.Errorf("letter %s, outcome names %s", l.ID, o.DeadLetterID)
+	}
+}

@@ -351,6 +351,11 @@ func (c *call) loop() (*http.Response, error) {
 		}
 		// After the attempt's line: the attempt is why the breaker moved.
 		c.logBreakerChanges()
+		if d.retry && c.trailBroken {
+			// Fail closed mid-call too: no retry goes out that the trail
+			// cannot show.
+			d = decision{stop: StopAuditTrail, disp: DeadLetter}
+		}
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop

@@ -101,6 +101,26 @@ func BenchmarkAuditTrail(b *testing.B) {
 			}
 		}
 	})
+	b.Run("op=write+sync/parallel=8", func(b *testing.B) {
+		// Eight goroutines per core each append a record and sync, as
+		// concurrent calls end: one fsync may cover several of them.
+		trail, line := openBenchTrail(b), attemptLine(b)
+		b.SetBytes(int64(len(line)))
+		b.SetParallelism(8)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := trail.Write(line); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := trail.Sync(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("op=transport-get", func(b *testing.B) {
 		// A whole call through the Transport with its trail: an attempt
 		// record, a disposition record and the sync that makes the
