@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -230,12 +231,15 @@ func TestDeadLetterBodyOmittedWhenNotReplayable(t *testing.T) {
 }
 
 // No secret reaches a letter: credential headers (built in and named with
-// WithRedact), user info, secret query parameters. What was left out is
-// named, and the rest of the URL and headers is kept as it was.
+// WithRedact), user info, secret query parameters, nor the last error, which
+// here quotes the whole URL and every header. What was left out is named,
+// and the rest of the URL and headers is kept as it was.
 func TestDeadLetterLeavesSecretsOut(t *testing.T) {
 	sink := &memLetters{}
 	h := newHarness(t, WithDeadLetter(sink), WithBudget(0, time.Hour), WithRedact("X-Portal-Pin"))
-	h.mock.RegisterNoResponder(seq(503))
+	h.mock.RegisterNoResponder(func(r *http.Request) (*http.Response, error) {
+		return nil, fmt.Errorf("dial %s with headers %v: connection refused", r.URL, r.Header)
+	})
 	const secretURL = "https://pipeline:hunter2hunter2@funder.test/v1/applications?cycle=2026&api_key=AKIA-SECRET-1&token=tok-SECRET-2#frag"
 	req, err := http.NewRequest(http.MethodPost, secretURL, strings.NewReader(`{"a":1}`))
 	if err != nil {
@@ -253,12 +257,13 @@ func TestDeadLetterLeavesSecretsOut(t *testing.T) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := h.tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrDeadLetter) {
+		t.Fatalf("error %v, want a dead letter", err)
 	}
-	readAll(t, resp)
 	l := sink.only(t)
+	if !strings.Contains(l.LastError, "connection refused") {
+		t.Errorf("letter LastError %q, want the transport error", l.LastError)
+	}
 	if l.URL != "https://funder.test/v1/applications?cycle=2026" {
 		t.Errorf("letter URL %q, want no user info, secret parameters or fragment", l.URL)
 	}
