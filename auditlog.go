@@ -1,6 +1,8 @@
 package grantretry
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"net/url"
 	"time"
 
@@ -133,19 +135,35 @@ func (c *call) callFields(extra int) []zapcore.Field {
 	u := c.req.URL
 	fs := make([]zapcore.Field, 0, 6+extra)
 	return append(fs,
-		zap.String(FieldCorrelationID, c.out.CorrelationID),
-		zap.String(FieldIdempotencyKey, c.out.IdempotencyKey),
+		zap.String(FieldCorrelationID, capText(c.out.CorrelationID)),
+		zap.String(FieldIdempotencyKey, capText(c.out.IdempotencyKey)),
 		zap.String(FieldSubmissionID, c.out.SubmissionID),
-		zap.String(FieldMethod, c.req.Method),
-		zap.String(FieldHost, hostOf(u)),
-		zap.String(FieldPath, pathOf(u)),
+		zap.String(FieldMethod, capText(c.req.Method)),
+		zap.String(FieldHost, capText(hostOf(u))),
+		zap.String(FieldPath, capText(pathOf(u))),
 	)
+}
+
+// maxFieldText bounds a text field of an audit line that a caller or a
+// funder controls: an error that quotes a funder's answer, a path, a
+// caller's own correlation id or key. The trail refuses a record over
+// 1 MiB, and a refused record breaks it for every call that shares it.
+const maxFieldText = 4 << 10
+
+// capText is s, or its first maxFieldText bytes followed by how many more
+// there were and the SHA-256 of the whole, so the line still identifies it.
+func capText(s string) string {
+	if len(s) <= maxFieldText {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%s...[%d more bytes; sha256 of all %d: %x]", s[:maxFieldText], len(s)-maxFieldText, len(s), sum)
 }
 
 func (c *call) logAttempt(a attemptRecord) {
 	errText := ""
 	if a.err != nil {
-		errText = c.t.cfg.redact.scrub(a.err, c.req)
+		errText = capText(c.t.cfg.redact.scrub(a.err, c.req))
 	}
 	err := c.t.audit(zap.InfoLevel, MsgAttempt, append(c.callFields(9),
 		zap.Int(FieldAttempt, a.n),
@@ -174,10 +192,10 @@ func (c *call) logDisposition(cause error) {
 	rd := c.t.cfg.redact
 	errText, recErr := "", ""
 	if cause != nil {
-		errText = rd.scrub(cause, c.req)
+		errText = capText(rd.scrub(cause, c.req))
 	}
 	if c.out.RecordErr != nil {
-		recErr = rd.scrub(c.out.RecordErr, c.req)
+		recErr = capText(rd.scrub(c.out.RecordErr, c.req))
 	}
 	sum, size, whyNot := c.p.sum, c.p.size, c.p.whyNotRe
 	err := c.t.audit(level, MsgDisposition, append(c.callFields(12),

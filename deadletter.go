@@ -34,6 +34,9 @@ type Letter struct {
 	// URL is the request's URL without user info or fragment, and without
 	// the query parameters that carry secrets.
 	URL string `json:"url"`
+	// Host is the request's Host when it was set to other than the URL's
+	// host (a funder reached by address, or through a gateway), "" if not.
+	Host string `json:"host,omitempty"`
 	// Header is the caller's request header without the headers that carry
 	// secrets, and without Idempotency-Key and X-Correlation-ID, which
 	// have fields of their own.
@@ -78,8 +81,8 @@ type DeadLetterSink interface {
 }
 
 // MaxLetterBody is the largest request body a Letter holds. A larger one
-// (possible only through GetBody: a buffered body is at most the replay
-// limit) is left out, and the Letter says why.
+// (through GetBody, or buffered under a replay limit set above it) is left
+// out, and the Letter says why.
 const MaxLetterBody = 64 << 20
 
 // keepsLetter reports whether a call that ended with d is handed to the
@@ -125,6 +128,9 @@ func (c *call) letter(lastErr error) *Letter {
 		Created:        created,
 	}
 	l.URL, l.RedactedQuery = rd.url(c.req.URL)
+	if c.req.Host != "" && c.req.Host != c.req.URL.Host {
+		l.Host = c.req.Host
+	}
 	l.Header, l.Redacted = rd.header(c.req.Header)
 	if lastErr != nil {
 		l.LastError = rd.scrub(lastErr, c.req)
@@ -142,6 +148,8 @@ func (c *call) letterBody(l *Letter) {
 	case p.empty():
 	case !p.replayable():
 		l.BodyOmitted = p.whyNotRe
+	case len(p.buf) > MaxLetterBody:
+		l.BodyOmitted = fmt.Sprintf("body of %d bytes is larger than MaxLetterBody (%d bytes)", len(p.buf), MaxLetterBody)
 	case p.buf != nil:
 		body = p.buf
 	case p.getBody != nil:

@@ -352,3 +352,57 @@ func TestDeadLetterSurvivesCallerCancel(t *testing.T) {
 		t.Errorf("outcome %+v, want dead_letter with its letter kept", o)
 	}
 }
+
+// A typed nil sink is refused like a nil one, before it could panic on
+// the first dead letter.
+func TestWithDeadLetterRefusesTypedNil(t *testing.T) {
+	var dir *DeadLetterDir
+	tr := New(httpmock.NewMockTransport(), WithDeadLetter(dir))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("error %v, want ErrInvalidOption", err)
+	}
+	if err := dir.PutDeadLetter(context.Background(), &Letter{}); err == nil {
+		t.Error("PutDeadLetter on a nil *DeadLetterDir returned nil")
+	}
+}
+
+// A buffered body larger than MaxLetterBody (a replay limit set above it)
+// is left out of the letter, which says why, like one read through
+// GetBody: a letter never holds more than MaxLetterBody.
+func TestDeadLetterOmitsBufferedBodyAboveMax(t *testing.T) {
+	sink := &memLetters{}
+	h := newHarness(t, WithDeadLetter(sink), WithReplayLimit(MaxLetterBody+10), WithBudget(0, time.Hour))
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503))
+	req, _ := newPost(t, context.Background(), strings.Repeat("b", MaxLetterBody+1), false)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	l := sink.only(t)
+	if l.Body != nil || !strings.Contains(l.BodyOmitted, "MaxLetterBody") || l.BodyBytes != MaxLetterBody+1 {
+		t.Errorf("letter holds %d bytes, omitted %q, body_bytes %d: want the body left out and its size", len(l.Body), l.BodyOmitted, l.BodyBytes)
+	}
+}
+
+// A request sent with a Host of its own (to an address, or through a
+// gateway) keeps it in its letter, and only then.
+func TestDeadLetterKeepsAHostOverride(t *testing.T) {
+	sink := &memLetters{}
+	h := newHarness(t, WithDeadLetter(sink), WithBudget(0, time.Hour))
+	h.mock.RegisterNoResponder(seq(503))
+	for _, host := range []string{"portal.funder.test", ""} {
+		req, _ := http.NewRequest(http.MethodPost, "https://10.0.0.7/v1/applications", strings.NewReader(`{"a":1}`))
+		req.Host = host
+		resp, err := h.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+	}
+	ls := sink.all()
+	if len(ls) != 2 || ls[0].Host != "portal.funder.test" || ls[1].Host != "" {
+		t.Errorf("letters' hosts %q, want the override and then none", []string{ls[0].Host, ls[1].Host})
+	}
+}

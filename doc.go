@@ -20,7 +20,8 @@
 //     (a body too large to replay cannot be hashed before it is sent, and
 //     gets no derived key; see DefaultReplayLimit).
 //     Without a submission id the key is IdempotencyKey(method+" "+url+"\n",
-//     body). A key the caller set is kept. GET, HEAD, OPTIONS, TRACE, PUT and
+//     body), the URL without user info, fragment or secret query
+//     parameters. A key the caller set is kept. GET, HEAD, OPTIONS, TRACE, PUT and
 //     DELETE get no key; any other method is retried only if the caller set a
 //     key, and POST or PATCH only if it has one.
 //   - Replay. The body is sent byte for byte on every attempt: through the

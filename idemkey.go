@@ -54,8 +54,12 @@ func keyFromSum(h hash.Hash) string {
 // implicitKeyPrefix is what stands in for the submission id when a POST or
 // PATCH has none: the key is IdempotencyKey(method+" "+url+"\n", payload), so
 // the same request to the same URL with the same bytes gets the same key.
-func implicitKeyPrefix(r *http.Request) string {
-	return r.Method + " " + r.URL.String() + "\n"
+// The URL is taken without its user info, fragment and secret query
+// parameters (rd): a rotated credential must not turn a resend into a new
+// submission, and a key that is logged must not hash a short secret.
+func implicitKeyPrefix(r *http.Request, rd redactor) string {
+	u, _ := rd.url(r.URL)
+	return r.Method + " " + u + "\n"
 }
 
 type submissionIDKey struct{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -247,10 +248,8 @@ func WithReplayLimit(n int64) Option {
 }
 
 // WithRedact names more headers and query parameters that carry secrets,
-// matched without regard to case, beyond the built-in ones: any name that
-// contains "auth", "token", "secret", "passw", "apikey", "api-key",
-// "api_key", "session", "cookie", "signature", "credential" or "private",
-// and the names "key", "sig", "pwd" and "code". The values of secret
+// matched without regard to case, beyond the built-in ones (see
+// SecretName). The values of secret
 // headers are scrubbed from audit lines and error messages (as every query
 // value is), and secret headers and query parameters are left out of dead
 // letters. Names must be valid header names; repeated calls add up.
@@ -278,12 +277,25 @@ func WithRedact(names ...string) Option {
 // A Transport without this option keeps no letters.
 func WithDeadLetter(sink DeadLetterSink) Option {
 	return optionFunc(func(c *config) {
-		if sink == nil {
+		if isNil(sink) {
 			c.invalid("WithDeadLetter(nil)")
 			return
 		}
 		c.letters = sink
 	})
+}
+
+// isNil reports whether v is nil, or an interface holding a nil pointer,
+// map, slice, func or channel: a typed nil that would panic on first use.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // configError is the error every call of a misconfigured Transport returns.

@@ -3,20 +3,24 @@ package grantretry
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // What counts as a secret. A name (of a header or a query parameter) is a
 // secret when, lower-cased, it is one of secretNames, contains one of
-// secretParts, or was named with WithRedact. Secrets never reach an audit
-// line, an error message or a dead letter.
+// secretParts, ends with one of secretEnds (Ocp-Apim-Subscription-Key,
+// X-Functions-Key, access_key), or was named with WithRedact; the one
+// exception is Idempotency-Key, which the audit trail records on purpose.
+// Secrets never reach an audit line, an error message or a dead letter.
 var (
-	secretNames = []string{"key", "sig", "pwd", "code"}
+	secretNames = []string{"key", "sig", "pwd", "pass", "code"}
 	secretParts = []string{
 		"auth", "token", "secret", "passw", "apikey", "api-key", "api_key",
 		"session", "cookie", "signature", "credential", "private",
 	}
+	secretEnds = []string{"-key", "_key", ".key"}
 )
 
 // redactor removes secrets from what the Transport writes down. Its zero
@@ -29,16 +33,21 @@ type redactor struct {
 // a secret.
 func (rd redactor) secret(name string) bool {
 	n := strings.ToLower(name)
-	if rd.extra[n] {
+	switch {
+	case rd.extra[n]:
 		return true
-	}
-	for _, s := range secretNames {
-		if n == s {
-			return true
-		}
+	case n == "idempotency-key":
+		return false
+	case slices.Contains(secretNames, n):
+		return true
 	}
 	for _, s := range secretParts {
 		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	for _, s := range secretEnds {
+		if strings.HasSuffix(n, s) {
 			return true
 		}
 	}
@@ -49,8 +58,9 @@ func (rd redactor) secret(name string) bool {
 // carries a secret by the built-in rules: compared without regard to case,
 // it contains one of "auth", "token", "secret", "passw", "apikey",
 // "api-key", "api_key", "session", "cookie", "signature", "credential" or
-// "private", or is "key", "sig", "pwd" or "code". A Transport also treats
-// as secret the names given to WithRedact.
+// "private", ends with "-key", "_key" or ".key", or is "key", "sig", "pwd",
+// "pass" or "code"; Idempotency-Key is not a secret. A Transport also
+// treats as secret the names given to WithRedact.
 func SecretName(name string) bool { return redactor{}.secret(name) }
 
 // header returns a copy of h without the headers that carry secrets and
@@ -75,39 +85,67 @@ func (rd redactor) header(h http.Header) (kept http.Header, dropped []string) {
 
 // url returns u without user info, fragment and the query parameters that
 // carry secrets, and the names of the parameters it left out, sorted. The
-// other parameters keep their order and encoding.
+// other parameters keep their order, separators and encoding. Both "&" and
+// ";" count as separators, as some servers read them.
 func (rd redactor) url(u *url.URL) (string, []string) {
 	r := *u
 	r.User, r.Fragment, r.RawFragment = nil, "", ""
 	var dropped []string
 	if u.RawQuery != "" {
-		var kept []string
-		for _, part := range strings.Split(u.RawQuery, "&") {
-			name, _, _ := strings.Cut(part, "=")
-			if dec, err := url.QueryUnescape(name); err == nil {
-				name = dec
-			}
-			if rd.secret(name) {
-				dropped = append(dropped, name)
+		var b strings.Builder
+		for _, p := range splitQuery(u.RawQuery) {
+			if rd.secret(p.name) {
+				dropped = append(dropped, p.name)
 				continue
 			}
-			kept = append(kept, part)
+			if b.Len() > 0 {
+				b.WriteByte(p.sep)
+			}
+			b.WriteString(p.raw)
 		}
-		r.RawQuery = strings.Join(kept, "&")
+		if dropped != nil { // else the query stays byte for byte as it was
+			r.RawQuery = b.String()
+		}
 		sort.Strings(dropped)
-		dropped = compactStrings(dropped)
+		dropped = slices.Compact(dropped)
 	}
 	return r.String(), dropped
 }
 
-func compactStrings(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
+// queryPart is one name=value of a raw query.
+type queryPart struct {
+	raw         string // as it was, encoded
+	name, value string // decoded where they decode
+	sep         byte   // the separator before it: '&' or ';'
+}
+
+// splitQuery splits a raw query at every "&" and ";".
+func splitQuery(raw string) []queryPart {
+	var parts []queryPart
+	sep := byte('&')
+	for raw != "" {
+		i := strings.IndexAny(raw, "&;")
+		part := raw
+		next := byte(0)
+		if i >= 0 {
+			part, next, raw = raw[:i], raw[i], raw[i+1:]
+		} else {
+			raw = ""
 		}
+		if part != "" {
+			name, value, _ := strings.Cut(part, "=")
+			parts = append(parts, queryPart{raw: part, name: unescapeQuery(name), value: unescapeQuery(value), sep: sep})
+		}
+		sep = next
 	}
-	return out
+	return parts
+}
+
+func unescapeQuery(s string) string {
+	if dec, err := url.QueryUnescape(s); err == nil {
+		return dec
+	}
+	return s
 }
 
 // redactedURL is the URL as the audit trail and error messages show it:
@@ -135,7 +173,16 @@ func (rd redactor) scrub(err error, r *http.Request) string {
 	if r == nil {
 		return msg
 	}
-	for _, s := range rd.secretsOf(r) {
+	secrets := rd.secretsOf(r)
+	// Longest first: a short value that is part of a longer secret must
+	// not cut it in two and leave its tail readable.
+	slices.SortFunc(secrets, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	for _, s := range slices.Compact(secrets) {
 		if len(s) >= minSecretLen {
 			msg = strings.ReplaceAll(msg, s, "REDACTED")
 		}
@@ -149,11 +196,12 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 	if u := r.URL; u != nil {
 		if u.RawQuery != "" {
 			secrets = append(secrets, u.RawQuery)
-			for _, vs := range u.Query() {
-				for _, v := range vs {
-					// as decoded, and as another layer may have re-encoded it
-					secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
-				}
+			for _, p := range splitQuery(u.RawQuery) {
+				// as sent, as decoded, and as another layer may have
+				// re-encoded it
+				v := p.value
+				_, rawValue, _ := strings.Cut(p.raw, "=")
+				secrets = append(secrets, rawValue, v, url.QueryEscape(v), url.PathEscape(v))
 			}
 		}
 		if u.User != nil {

@@ -55,8 +55,10 @@ func TestRedactSecretNames(t *testing.T) {
 		"X-Api-Key": true, "Api_Key": true, "apikey": true, "X-Auth-Token": true, "access_token": true,
 		"client_secret": true, "password": true, "X-Session-Id": true, "X-Amz-Signature": true,
 		"key": true, "sig": true, "code": true, "X-Portal-Pin": true, "X-Private-Ref": true,
-		"Content-Type": false, "Accept": false, "Idempotency-Key": false, "X-Correlation-ID": false,
-		"cycle": false, "keyword": false, "X-Pipeline-Run": false,
+		"Ocp-Apim-Subscription-Key": true, "X-Functions-Key": true, "X-Access-Key": true, "access_key": true,
+		"subscription-key": true, "pass": true, "PASS": true, "client.key": true,
+		"Content-Type": false, "Accept": false, "Idempotency-Key": false, "idempotency-key": false, "X-Correlation-ID": false,
+		"cycle": false, "keyword": false, "X-Pipeline-Run": false, "monkey": false, "passage": false,
 	} {
 		if got := rd.secret(name); got != want {
 			t.Errorf("secret(%q) = %v, want %v", name, got, want)
@@ -80,5 +82,70 @@ func TestWithRedactRefusesBadNames(t *testing.T) {
 		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("WithRedact(%q): error %v, want ErrInvalidOption", name, err)
 		}
+	}
+}
+
+// A query split with ";" as well as "&", as some servers read it: the
+// secret after a ";" is dropped from a letter's URL too, and the rest is
+// kept as it was. A query with no secret is kept byte for byte.
+func TestRedactURLSplitsQueriesAtSemicolons(t *testing.T) {
+	rd := redactor{}
+	for raw, want := range map[string]struct {
+		url     string
+		dropped string
+	}{
+		"https://f.test/a?cycle=2026;api_key=SECRET-SEMI":          {"https://f.test/a?cycle=2026", "api_key"},
+		"https://f.test/a?api%5Fkey=S1&cycle=2026;token=S2;page=3": {"https://f.test/a?cycle=2026;page=3", "api_key,token"},
+		"https://f.test/a?x=1&&y=2;;z=%7e":                         {"https://f.test/a?x=1&&y=2;;z=%7e", ""},
+	} {
+		got, dropped := rd.url(mustURL(t, raw))
+		if got != want.url || strings.Join(dropped, ",") != want.dropped {
+			t.Errorf("url(%q) = %q, %q; want %q, %q", raw, got, dropped, want.url, want.dropped)
+		}
+	}
+}
+
+// A short value that is part of a longer secret (the query's "live" in
+// "sk_live_…", a user name that begins the password) must not be scrubbed
+// first and leave the rest of the secret readable.
+func TestRedactScrubsLongestSecretsFirst(t *testing.T) {
+	req, err := http.NewRequest(http.MethodGet, "https://user:user-and-more-SECRET@f.test/a?mode=live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer sk_live_TAILSECRET123")
+	msg := redactor{}.scrub(fmt.Errorf("refused %s with %s", "user-and-more-SECRET", "Bearer sk_live_TAILSECRET123"), req)
+	for _, leak := range []string{"TAILSECRET", "and-more-SECRET"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("scrubbed message %q still holds %q", msg, leak)
+		}
+	}
+}
+
+// The derived key of a request without a submission id does not depend on
+// the credentials in its URL: a resend after a rotated key is the same
+// submission, and a key that is logged does not hash a secret.
+func TestImplicitKeyIgnoresCredentialsInTheURL(t *testing.T) {
+	rd := redactor{}
+	key := func(raw string) string {
+		req, err := http.NewRequest(http.MethodPost, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return IdempotencyKey(implicitKeyPrefix(req, rd), []byte("payload"))
+	}
+	base := key("https://f.test/v1/apply?cycle=2026")
+	for _, raw := range []string{
+		"https://f.test/v1/apply?cycle=2026&api_key=OLD",
+		"https://f.test/v1/apply?api_key=NEW&cycle=2026",
+		"https://svc:pw@f.test/v1/apply?cycle=2026",
+		"https://f.test/v1/apply?cycle=2026#frag",
+	} {
+		if got := key(raw); got != base {
+			t.Errorf("key of %s = %s, want %s, the key without credentials", raw, got, base)
+		}
+	}
+	if key("https://f.test/v1/apply?cycle=2027") == base {
+		t.Error("a different query parameter that is no secret must change the key")
 	}
 }

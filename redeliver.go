@@ -65,6 +65,9 @@ func NewRedeliveryRequest(ctx context.Context, l *Letter) (*http.Request, error)
 		return nil, badLetter(l.ID, "%v", err)
 	}
 	req.Header = redeliveryHeader(l)
+	if l.Host != "" {
+		req.Host = l.Host
+	}
 	return req, nil
 }
 
@@ -119,8 +122,8 @@ func checkLetterURL(l *Letter) error {
 // checkLetterFields refuses what would split a header or be refused by a
 // Transport: control characters, and a submission id it would not accept.
 func checkLetterFields(l *Letter) error {
-	if hasControl(l.IdempotencyKey) || hasControl(l.CorrelationID) {
-		return badLetter(l.ID, "control character in the idempotency key or correlation id")
+	if hasControl(l.IdempotencyKey) || hasControl(l.CorrelationID) || hasControl(l.Host) || strings.ContainsAny(l.Host, " /") {
+		return badLetter(l.ID, "control character in the idempotency key or correlation id, or an invalid host")
 	}
 	if l.SubmissionID != "" {
 		if validateSubmissionID(l.SubmissionID) != nil {

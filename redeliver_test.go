@@ -464,3 +464,20 @@ func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// A letter of a request sent with its own Host is redelivered with it.
+func TestNewRedeliveryRequestKeepsTheHost(t *testing.T) {
+	l := ledgerLetter("https://10.0.0.7")
+	l.Host = "portal.funder.test"
+	req, err := grantretry.NewRedeliveryRequest(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Host != "portal.funder.test" || req.URL.Host != "10.0.0.7" {
+		t.Errorf("request Host %q to %q, want portal.funder.test to 10.0.0.7", req.Host, req.URL.Host)
+	}
+	l.Host = "evil.test\r\nX-Injected: 1"
+	if _, err := grantretry.NewRedeliveryRequest(context.Background(), l); !errors.Is(err, grantretry.ErrBadLetter) {
+		t.Errorf("a Host with CR LF: error %v, want ErrBadLetter", err)
+	}
+}

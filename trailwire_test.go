@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jarcoal/httpmock"
 	"go.uber.org/zap"
 )
 
@@ -190,5 +192,80 @@ func TestTrailFailureMidCallStopsRetries(t *testing.T) {
 	}
 	if l := letters.only(t); l.ID != o.DeadLetterID {
 		t.Errorf("letter %s, outcome names %s", l.ID, o.DeadLetterID)
+	}
+}
+
+// trailBreakingClock is a fakeClock whose waits break the trail, as another
+// call's failed write would while this call waits.
+type trailBreakingClock struct {
+	*fakeClock
+	trail *fakeTrail
+}
+
+func (c trailBreakingClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.trail.mu.Lock()
+	c.trail.writeErr = errDiskGone
+	c.trail.mu.Unlock()
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// The trail broken by someone else while this call waits: the retry is not
+// sent, and the call is dead-lettered.
+func TestTrailBrokenDuringTheWaitStopsTheRetry(t *testing.T) {
+	trail := &fakeTrail{}
+	h := newHarness(t, withFakeTrail(trail))
+	h.tr = New(h.mock, withFakeTrail(trail), WithClock(trailBreakingClock{newFakeClock(), trail}))
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 201))
+	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
+	_, err := h.tr.RoundTrip(req)
+	e := mustError(t, err)
+	if e.Disposition != DeadLetter || e.StopReason != StopAuditTrail || e.Attempts != 1 || !errors.Is(err, errDiskGone) {
+		t.Errorf("outcome %+v (%v), want dead_letter (%s) after the 1 attempt made before the trail broke", e.Outcome, err, StopAuditTrail)
+	}
+	if n := h.mock.GetTotalCallCount(); n != 1 {
+		t.Errorf("%d attempts sent, want 1", n)
+	}
+}
+
+// A caller whose context has already ended is told so, and no letter is
+// kept for it, even when the trail is broken too.
+func TestCanceledCallIsNotDeadLetteredWhenTheTrailIsBroken(t *testing.T) {
+	trail := &fakeTrail{writeErr: errDiskGone}
+	letters := &memLetters{}
+	h := newHarness(t, withFakeTrail(trail), WithDeadLetter(letters))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req, _ := newPost(t, ctx, `{"a":1}`, true)
+	_, err := h.tr.RoundTrip(req)
+	if e := mustError(t, err); e.Disposition != Canceled || len(letters.all()) != 0 {
+		t.Errorf("outcome %+v with %d letters, want canceled and none", e.Outcome, len(letters.all()))
+	}
+}
+
+// A funder whose error text is huge, or a caller whose own correlation id
+// is, cannot break a trail shared by every call: the fields are cut, with
+// the length and hash of the whole, and the trail stays healthy.
+func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
+	trail, err := OpenAuditTrail(t.TempDir()+"/trail.jsonl", AuditTrailOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trail.Close()
+	mock := httpmock.NewMockTransport()
+	huge := strings.Repeat("x", 2<<20)
+	mock.RegisterNoResponder(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("malformed HTTP status line " + huge)
+	})
+	tr := New(mock, WithAuditTrail(trail), WithClock(newFakeClock()), WithBudget(1, time.Hour))
+	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
+	req.Header.Set(HeaderCorrelationID, "corr-"+huge)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrDeadLetter) {
+		t.Fatalf("error %v, want a dead letter", err)
+	}
+	if err := trail.Err(); err != nil {
+		t.Fatalf("the trail broke: %v", err)
+	}
+	if got := capText(huge); len(got) > maxFieldText+200 || !strings.Contains(got, fmt.Sprintf("sha256 of all %d", len(huge))) {
+		t.Errorf("capText kept %d bytes (%.80q...)", len(got), got[maxFieldText:])
 	}
 }

@@ -167,7 +167,7 @@ func (c *call) prepare() error {
 	if callerKey == "" && keyedMethod(req.Method) {
 		keyPrefix = id
 		if !hasID {
-			keyPrefix = implicitKeyPrefix(req)
+			keyPrefix = implicitKeyPrefix(req, t.cfg.redact)
 		}
 	}
 	p := &c.p
@@ -186,16 +186,13 @@ func (c *call) prepare() error {
 	// The budget's deadline runs from the first attempt, not from reading
 	// a large body.
 	c.start = t.clock.Now()
-	if err := t.trailErr(); err != nil {
-		// Fail closed: a call the trail cannot record is not sent. The
-		// work is still owed, so it is dead-lettered.
-		c.out.Disposition, c.out.StopReason = DeadLetter, StopAuditTrail
-		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
-	}
-
 	if err := c.ctx.Err(); err != nil {
 		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
 		return err
+	}
+	if err := t.trailErr(); err != nil {
+		c.failClosed()
+		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
 	}
 	c.startContexts()
 	// A shallow copy with its own headers: the URL and the rest are shared
@@ -298,6 +295,12 @@ type decision struct {
 
 func (c *call) loop() (*http.Response, error) {
 	for {
+		if err := c.t.trailErr(); err != nil && c.out.Attempts > 0 {
+			// The trail broke during the wait, maybe on another call's
+			// record: no retry goes out that it cannot show.
+			c.failClosed()
+			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
+		}
 		done, err := c.host.breaker.allow()
 		c.logBreakerChanges()
 		if err != nil {
@@ -352,8 +355,7 @@ func (c *call) loop() (*http.Response, error) {
 		// After the attempt's line: the attempt is why the breaker moved.
 		c.logBreakerChanges()
 		if d.retry && c.trailBroken {
-			// Fail closed mid-call too: no retry goes out that the trail
-			// cannot show.
+			// Fail closed mid-call too, without waiting first.
 			d = decision{stop: StopAuditTrail, disp: DeadLetter}
 		}
 
@@ -595,6 +597,12 @@ func (c *call) finishErr(cause error) error {
 		c.logDisposition(cause)
 	}
 	return newError(c.out, c.req, cause, c.t.cfg.redact)
+}
+
+// failClosed ends a call the audit trail can no longer record: nothing more
+// is sent, and the work is still owed.
+func (c *call) failClosed() {
+	c.out.Disposition, c.out.StopReason = DeadLetter, StopAuditTrail
 }
 
 // noteSent notes the time an attempt is sent, for the dead letter.
