@@ -48,11 +48,14 @@ const (
 // letter as its own file, <ID>.json, written so that a crash leaves either a
 // whole letter or none. Letters marked redelivered move to the
 // RedeliveredDir subdirectory, next to a record of the redelivery; a letter
-// file is never edited. Open one with OpenDeadLetterDir; the zero value is
-// not usable. A DeadLetterDir is safe for concurrent use, and several
-// processes may write letters into one directory.
+// file is never edited. Open one with OpenDeadLetterDir to write letters, or
+// with ReadDeadLetterDir only to read them; the zero value is not usable. A
+// DeadLetterDir is safe for concurrent use, and several processes may write
+// letters into one directory.
 type DeadLetterDir struct {
 	dir string
+	// readOnly is set by ReadDeadLetterDir: every write is refused.
+	readOnly bool
 	// mu serialises MarkRedelivered, and publishing where the filesystem
 	// has no hard links, within this process.
 	mu sync.Mutex
@@ -98,6 +101,26 @@ func OpenDeadLetterDir(dir string) (*DeadLetterDir, error) {
 		}
 	}
 	return d, nil
+}
+
+// ReadDeadLetterDir opens dir, which must exist, as a DeadLetterDir for
+// reading only: List, Get and Redelivered work, PutDeadLetter and
+// MarkRedelivered return an error matching fs.ErrPermission. Unlike
+// OpenDeadLetterDir it changes nothing on disk (it creates no directory and
+// removes no temporary file), so it works on a read-only copy, such as an
+// auditor's or a backup. A missing dir is an error matching fs.ErrNotExist.
+func ReadDeadLetterDir(dir string) (*DeadLetterDir, error) {
+	if dir == "" {
+		return nil, errors.New("grantretry: dead letter directory: empty name")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %s is not a directory", dir)
+	}
+	return &DeadLetterDir{dir: dir, readOnly: true}, nil
 }
 
 // Dir returns the directory's path.
@@ -147,12 +170,19 @@ func removeStaleTemps(dir string, now time.Time) error {
 // PutDeadLetter validates l and stores it as <ID>.json: written to a
 // temporary file, synced, given its final name without replacing anything,
 // and the directory synced. It refuses a letter whose ID is already stored
-// (the error matches fs.ErrExist) and a malformed one (ErrBadLetter). ctx is
-// consulted only before writing starts: a write once begun is finished, so
-// that a letter is never lost half way.
+// (the error matches fs.ErrExist), a malformed one (ErrBadLetter), and
+// every letter if d was opened with ReadDeadLetterDir (fs.ErrPermission).
+// ctx is consulted only before writing starts: a write once begun is
+// finished, so that a letter is never lost half way.
 func (d *DeadLetterDir) PutDeadLetter(ctx context.Context, l *Letter) error {
+	if d == nil {
+		return fmt.Errorf("%w: nil *DeadLetterDir", ErrInvalidRequest)
+	}
 	if err := validateLetter(l); err != nil {
 		return err
+	}
+	if err := d.writable(); err != nil {
+		return fmt.Errorf("grantretry: letter %s not written: %w", l.ID, err)
 	}
 	if ctx != nil && ctx.Err() != nil {
 		return fmt.Errorf("grantretry: letter %s not written: %w", l.ID, ctx.Err())
@@ -163,6 +193,14 @@ func (d *DeadLetterDir) PutDeadLetter(ctx context.Context, l *Letter) error {
 	}
 	if err := d.writeFile(d.dir, l.ID+letterExt, append(data, '\n'), d.publishNew); err != nil {
 		return fmt.Errorf("grantretry: letter %s: %w", l.ID, err)
+	}
+	return nil
+}
+
+// writable refuses a write to a directory opened with ReadDeadLetterDir.
+func (d *DeadLetterDir) writable() error {
+	if d.readOnly {
+		return fmt.Errorf("%s was opened read-only (ReadDeadLetterDir): %w", d.dir, fs.ErrPermission)
 	}
 	return nil
 }
@@ -331,10 +369,15 @@ func readFileLimited(path string) ([]byte, error) {
 // r.Time to now. The record is written first, so a crash between the two
 // leaves the letter in place, to be redelivered (with the same key) and
 // marked again, never a moved letter without its record. Two processes
-// marking one letter at once may leave the record of either.
+// marking one letter at once may leave the record of either. If d was
+// opened with ReadDeadLetterDir it changes nothing and returns an error
+// matching fs.ErrPermission.
 func (d *DeadLetterDir) MarkRedelivered(id string, r Redelivery) error {
 	if err := validateLetterID(id); err != nil {
 		return err
+	}
+	if err := d.writable(); err != nil {
+		return fmt.Errorf("grantretry: letter %s not marked redelivered: %w", id, err)
 	}
 	r.ID = id
 	if r.Time.IsZero() {

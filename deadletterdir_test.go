@@ -634,3 +634,173 @@ func TestDeadLetterDirKilledAtRandomLeavesNoHalfLetter(t *testing.T) {
 		t.Error("no kill landed while a letter was being written: the test proved nothing")
 	}
 }
+
+// dlTree describes every file and directory under dir (path, mode, size,
+// modification time), to show that nothing was created, removed or
+// touched.
+func dlTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var tree []string
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree = append(tree, fmt.Sprintf("%s %v %d %d", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// dlStaleTemp leaves a temporary file old enough for OpenDeadLetterDir to
+// remove, as a crashed write would.
+func dlStaleTemp(t *testing.T, dir, name string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * staleTempAge)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dlReadOnlyFixture is a directory holding a waiting letter, a redelivered
+// one and a stale temporary file in each directory; it returns the path
+// and the two letters.
+func dlReadOnlyFixture(t *testing.T) (dir string, waiting, done *Letter) {
+	t.Helper()
+	d := dlOpen(t)
+	waiting, done = dlLetter("L-waiting", dlT0), dlLetter("L-done", dlT0.Add(time.Second))
+	dlPut(t, d, waiting, done)
+	if err := d.MarkRedelivered(done.ID, Redelivery{Time: dlT0.Add(time.Hour), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	dlStaleTemp(t, d.Dir(), ".tmp-L1.json-1")
+	dlStaleTemp(t, filepath.Join(d.Dir(), RedeliveredDir), ".tmp-L2.result.json-2")
+	return d.Dir(), waiting, done
+}
+
+// dlReadAll reads everything in the fixture through d and checks it.
+func dlReadAll(t *testing.T, d *DeadLetterDir, waiting, done *Letter) {
+	t.Helper()
+	ls, err := d.List()
+	if err != nil || len(ls) != 1 || !reflect.DeepEqual(ls[0], waiting) {
+		t.Errorf("List = %v, %v; want only %s", ls, err, waiting.ID)
+	}
+	if got, err := d.Get(waiting.ID); err != nil || !reflect.DeepEqual(got, waiting) {
+		t.Errorf("Get(%s) = %v, %v", waiting.ID, got, err)
+	}
+	got, rec, err := d.Redelivered(done.ID)
+	if err != nil || !reflect.DeepEqual(got, done) || rec == nil || rec.Status != 201 {
+		t.Errorf("Redelivered(%s) = %v, %+v, %v", done.ID, got, rec, err)
+	}
+}
+
+func TestReadDeadLetterDirReadsWithoutChangingAnything(t *testing.T) {
+	dir, waiting, done := dlReadOnlyFixture(t)
+	before := dlTree(t, dir)
+	d, err := ReadDeadLetterDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlReadAll(t, d, waiting, done)
+	if after := dlTree(t, dir); !reflect.DeepEqual(after, before) {
+		t.Errorf("reading changed the directory:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+func TestReadDeadLetterDirCreatesNoRedeliveredDir(t *testing.T) {
+	d := dlOpen(t)
+	l := dlLetter("L-1", dlT0)
+	dlPut(t, d, l)
+	if err := os.Remove(filepath.Join(d.Dir(), RedeliveredDir)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadDeadLetterDir(d.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := r.List(); err != nil || len(ls) != 1 {
+		t.Errorf("List = %v, %v; want %s", ls, err, l.ID)
+	}
+	if _, _, err := r.Redelivered(l.ID); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Redelivered(%s) = %v, want fs.ErrNotExist", l.ID, err)
+	}
+	if names := dlNames(t, d.Dir()); !reflect.DeepEqual(names, []string{l.ID + ".json"}) {
+		t.Errorf("directory holds %q, want only the letter", names)
+	}
+}
+
+func TestReadDeadLetterDirRefusesWrites(t *testing.T) {
+	dir, waiting, _ := dlReadOnlyFixture(t)
+	before := dlTree(t, dir)
+	d, err := ReadDeadLetterDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutDeadLetter(context.Background(), dlLetter("L-new", dlT0)); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("PutDeadLetter = %v, want fs.ErrPermission", err)
+	}
+	if err := d.MarkRedelivered(waiting.ID, Redelivery{Status: 201}); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("MarkRedelivered = %v, want fs.ErrPermission", err)
+	}
+	if after := dlTree(t, dir); !reflect.DeepEqual(after, before) {
+		t.Errorf("refused writes changed the directory:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+func TestReadDeadLetterDirRefusesMissingDirFileAndEmptyName(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere")
+	file := filepath.Join(t.TempDir(), "letters")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDeadLetterDir(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadDeadLetterDir(missing) = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the missing directory was created: %v", err)
+	}
+	for _, dir := range []string{file, ""} {
+		if d, err := ReadDeadLetterDir(dir); err == nil {
+			t.Errorf("ReadDeadLetterDir(%q) = %v, want an error", dir, d)
+		}
+	}
+}
+
+// dlMakeReadOnly makes dir and its RedeliveredDir read-only until the test
+// ends. As root, where permissions do not bite, it skips the test.
+func dlMakeReadOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions")
+	}
+	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir)} {
+		if err := os.Chmod(p, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(p, 0o700) })
+	}
+}
+
+func TestReadDeadLetterDirWorksOnAReadOnlyDirectory(t *testing.T) {
+	dir, waiting, done := dlReadOnlyFixture(t)
+	dlMakeReadOnly(t, dir)
+	if _, err := OpenDeadLetterDir(dir); err == nil {
+		t.Fatal("OpenDeadLetterDir opened a read-only directory holding stale temporary files; the test proves nothing")
+	}
+	d, err := ReadDeadLetterDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlReadAll(t, d, waiting, done)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,7 +70,7 @@ answer; any other is left in place and reported, and the command fails.
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{errors.New("missing subcommand: list, show or redeliver")}
+		return usageError{err: errors.New("missing subcommand: list, show or redeliver")}
 	}
 	if isHelp(args[0]) {
 		io.WriteString(stdout, deadLetterSynopsis)
@@ -83,7 +84,7 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	case "redeliver":
 		return runDLRedeliver(args[1:], stdout, stderr)
 	}
-	return usageError{fmt.Errorf("unknown subcommand %q: want list, show or redeliver", args[0])}
+	return usageError{err: fmt.Errorf("unknown subcommand %q: want list, show or redeliver", args[0])}
 }
 
 // parseArgs parses args into fs like parseFlags, but also accepts
@@ -97,7 +98,7 @@ func parseArgs(fs *flag.FlagSet, args []string, synopsis string, stdout io.Write
 			return nil, parseFlags(fs, []string{"-help"}, synopsis, stdout)
 		}
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usageError{err: err}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -120,15 +121,23 @@ func (e libError) Error() string {
 
 func (e libError) Unwrap() error { return e.err }
 
-// openLetters opens an existing dead letter directory; unlike
-// OpenDeadLetterDir it does not create a mistyped one.
+// openLetters opens an existing dead letter directory for reading only,
+// changing nothing in it, so list, show and a dry run work on a read-only
+// copy such as an auditor's or a backup.
 func openLetters(dir string) (*grantretry.DeadLetterDir, error) {
-	fi, err := os.Stat(dir)
+	d, err := grantretry.ReadDeadLetterDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, libError{err}
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
+	return d, nil
+}
+
+// openLettersToWrite opens an existing dead letter directory to mark
+// letters redelivered; unlike OpenDeadLetterDir it does not create a
+// mistyped one.
+func openLettersToWrite(dir string) (*grantretry.DeadLetterDir, error) {
+	if _, err := openLetters(dir); err != nil {
+		return nil, err
 	}
 	d, err := grantretry.OpenDeadLetterDir(dir)
 	if err != nil {
@@ -145,7 +154,7 @@ func runDLList(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{errors.New("list wants one directory")}
+		return usageError{err: errors.New("list wants one directory")}
 	}
 	d, err := openLetters(pos[0])
 	if err != nil {
@@ -224,7 +233,7 @@ func runDLShow(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError{errors.New("show wants a directory and one letter id")}
+		return usageError{err: errors.New("show wants a directory and one letter id")}
 	}
 	d, err := openLetters(pos[0])
 	if err != nil {
@@ -282,6 +291,7 @@ func writeLetter(w io.Writer, l *grantretry.Letter, rec *grantretry.Redelivery) 
 	field("last error", dashIfEmpty(l.LastError))
 	field("method", l.Method)
 	field("url", l.URL)
+	field("host", dashIfEmpty(l.Host))
 	field("submission id", dashIfEmpty(l.SubmissionID))
 	field("idempotency key", dashIfEmpty(l.IdempotencyKey))
 	field("correlation id", dashIfEmpty(l.CorrelationID))
@@ -382,15 +392,19 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case f.creds.err != nil:
-		return usageError{f.creds.err}
+		return usageError{err: f.creds.err}
 	case len(pos) == 0:
-		return usageError{errors.New("redeliver wants a directory, then letter ids or -all")}
+		return usageError{err: errors.New("redeliver wants a directory, then letter ids or -all")}
 	case f.all == (len(pos) > 1):
-		return usageError{errors.New("give letter ids or -all, not both nor neither")}
+		return usageError{err: errors.New("give letter ids or -all, not both nor neither")}
 	case f.timeout <= 0:
-		return usageError{fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
+		return usageError{err: fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
 	}
-	d, err := openLetters(pos[0])
+	open := openLettersToWrite
+	if f.dryRun {
+		open = openLetters
+	}
+	d, err := open(pos[0])
 	if err != nil {
 		return err
 	}
@@ -540,19 +554,40 @@ func setHeaders(dst, src http.Header) {
 type credentials struct {
 	header http.Header
 	source map[string]string // canonical name -> "-header" or "$VAR"
+	// seen counts the -header and -header-env flags so far, by flag, so
+	// that an error can point at one without quoting it.
+	seen map[string]int
 	// err is the first bad -header or -header-env. It is kept here, not
 	// returned by Set, because the flag package would quote the argument,
-	// secret and all, in its message.
+	// secret and all, in its message. It names the flag by position and
+	// the header by name, when that is a valid one, and nothing else.
 	err error
 }
 
-func (c *credentials) add(name, value, source string) {
-	if c.err == nil {
-		c.err = c.check(name, value)
+// next counts one more flag and returns its position, 1 for the first.
+func (c *credentials) next(flagName string) int {
+	if c.seen == nil {
+		c.seen = map[string]int{}
 	}
+	c.seen[flagName]++
+	return c.seen[flagName]
+}
+
+// fail records the first problem with the n-th flagName. name is shown
+// only if it is a valid header name: anything else may be a secret that
+// landed there by mistake.
+func (c *credentials) fail(flagName string, n int, name, problem string) {
 	if c.err != nil {
 		return
 	}
+	where := fmt.Sprintf("%s #%d", flagName, n)
+	if validHeaderName(name) {
+		where += " (" + http.CanonicalHeaderKey(name) + ")"
+	}
+	c.err = fmt.Errorf("%s: %s", where, problem)
+}
+
+func (c *credentials) add(name, value, source string) {
 	if c.header == nil {
 		c.header, c.source = http.Header{}, map[string]string{}
 	}
@@ -561,21 +596,41 @@ func (c *credentials) add(name, value, source string) {
 	c.source[name] = source
 }
 
-func (c *credentials) check(name, value string) error {
+// fromTheLetter reports whether a redelivery takes the header canon (in
+// canonical form) from the letter. HeaderCorrelationID is not canonical
+// ("X-Correlation-ID"), hence the conversions.
+func fromTheLetter(canon string) bool {
+	switch canon {
+	case http.CanonicalHeaderKey(grantretry.HeaderIdempotencyKey),
+		http.CanonicalHeaderKey(grantretry.HeaderCorrelationID),
+		"Host", "Content-Length":
+		return true
+	}
+	return false
+}
+
+// checkName says what is wrong with a header name given by a flag, ""
+// if nothing.
+func checkName(name string) string {
 	if !validHeaderName(name) {
-		return fmt.Errorf("%q is not a valid header name", name)
+		return "not a valid header name (the argument is not shown: it may hold a secret)"
 	}
-	switch canon := http.CanonicalHeaderKey(name); canon {
-	case grantretry.HeaderIdempotencyKey, grantretry.HeaderCorrelationID, "Host", "Content-Length":
-		return fmt.Errorf("%s comes from the letter, not from a flag", canon)
+	if fromTheLetter(http.CanonicalHeaderKey(name)) {
+		return "comes from the letter, not from a flag"
 	}
+	return ""
+}
+
+// checkValue says what is wrong with a header value given by a flag, ""
+// if nothing; it never quotes the value.
+func checkValue(value string) string {
 	if value == "" {
-		return fmt.Errorf("header %s: empty value", name)
+		return "empty value"
 	}
 	if strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
-		return fmt.Errorf("header %s: control character in the value", name)
+		return "control character in the value"
 	}
-	return nil
+	return ""
 }
 
 // shown is a header value as a dry run prints it: the operator's own, and
@@ -604,35 +659,55 @@ func validHeaderName(name string) bool {
 	return true
 }
 
-// headerFlag is -header "Name: value".
+// headerFlag is -header "Name: value". Set never fails: see
+// credentials.err.
 type headerFlag struct{ c *credentials }
 
 func (f headerFlag) String() string { return "" }
 
 func (f headerFlag) Set(s string) error {
+	n := f.c.next("-header")
 	name, value, ok := strings.Cut(s, ":")
-	if !ok && f.c.err == nil {
-		f.c.err = errors.New(`-header wants "Name: value"`) // without the argument, which may be a secret
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok {
+		f.c.fail("-header", n, "", `want "Name: value" (the argument is not shown: it may hold a secret)`)
+		return nil
 	}
-	f.c.add(strings.TrimSpace(name), strings.TrimSpace(value), "-header")
+	if problem := cmp.Or(checkName(name), checkValue(value)); problem != "" {
+		f.c.fail("-header", n, name, problem)
+		return nil
+	}
+	f.c.add(name, value, "-header")
 	return nil
 }
 
-// headerEnvFlag is -header-env "Name=VAR".
+// headerEnvFlag is -header-env "Name=VAR". Set never fails: see
+// credentials.err.
 type headerEnvFlag struct{ c *credentials }
 
 func (f headerEnvFlag) String() string { return "" }
 
 func (f headerEnvFlag) Set(s string) error {
+	n := f.c.next("-header-env")
 	name, env, ok := strings.Cut(s, "=")
+	name = strings.TrimSpace(name)
 	if !ok || env == "" {
-		return errors.New(`want "Name=VAR"`)
+		f.c.fail("-header-env", n, "", `want "Name=VAR" (the argument is not shown: it may hold a secret)`)
+		return nil
 	}
-	value, ok := os.LookupEnv(env)
-	if !ok {
-		return fmt.Errorf("environment variable %s is not set", env)
+	if problem := checkName(name); problem != "" {
+		f.c.fail("-header-env", n, name, problem)
+		return nil
 	}
-	f.c.add(strings.TrimSpace(name), value, "$"+env)
+	value, set := os.LookupEnv(env)
+	switch {
+	case !set:
+		f.c.fail("-header-env", n, name, "the environment variable it names is not set (the name is not shown: a secret pasted in its place would not be set either)")
+	case checkValue(value) != "":
+		f.c.fail("-header-env", n, name, checkValue(value))
+	default:
+		f.c.add(name, value, "$"+env)
+	}
 	return nil
 }
 
@@ -646,6 +721,9 @@ func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
 	setHeaders(req.Header, c.header)
 	var b strings.Builder
 	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, req.Method, req.URL)
+	if req.Host != req.URL.Host { // only the letter's own Host differs
+		fmt.Fprintf(&b, "  Host: %s\n", req.Host)
+	}
 	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
 		for _, v := range req.Header[name] {
 			fmt.Fprintf(&b, "  %s: %s\n", name, c.shown(name, v))

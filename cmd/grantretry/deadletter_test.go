@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -425,12 +426,8 @@ func TestDeadLetterCalledWrongly(t *testing.T) {
 		{[]string{"redeliver", dir}, "letter ids or -all"},
 		{[]string{"redeliver", dir, "L-a", "-all"}, "letter ids or -all"},
 		{[]string{"redeliver", dir, "-all", "-timeout", "0s"}, "-timeout 0s"},
-		{[]string{"redeliver", dir, "-all", "-header", "Authorization Bearer op-token-7731"}, `-header wants "Name: value"`},
-		{[]string{"redeliver", dir, "-all", "-header", "Bad Name: op-token-7731"}, `"Bad Name" is not a valid header name`},
-		{[]string{"redeliver", dir, "-all", "-header", "Idempotency-Key: k"}, "comes from the letter"},
-		{[]string{"redeliver", dir, "-all", "-header", "X-Note: a\x00b"}, "control character"},
-		{[]string{"redeliver", dir, "-all", "-header-env", "X-Api-Key"}, `want "Name=VAR"`},
-		{[]string{"redeliver", dir, "-all", "-header-env", "X-Api-Key=" + dlKeyEnv}, dlKeyEnv + " is not set"},
+		{[]string{"redeliver", dir, "-all", "-header", "X-Correlation-ID: c"}, "(X-Correlation-Id): comes from the letter"},
+		{[]string{"redeliver", dir, "-all", "-header", "idempotency-key: k"}, "(Idempotency-Key): comes from the letter"},
 	} {
 		_, _, err := dlRun(tc.args...)
 		var uerr usageError
@@ -439,7 +436,56 @@ func TestDeadLetterCalledWrongly(t *testing.T) {
 			continue
 		}
 		wantAll(t, fmt.Sprintf("%q", tc.args), err.Error(), tc.want)
-		wantNone(t, fmt.Sprintf("%q", tc.args), err.Error(), "op-token")
+	}
+}
+
+// TestDeadLetterRedeliverNeverEchoesABadHeaderFlag runs the whole command,
+// as main does, on every malformed -header and -header-env: each is a usage
+// error that points at the flag, and nothing the operator typed after the
+// header name (nor a name that is not a valid one) reaches the output.
+func TestDeadLetterRedeliverNeverEchoesABadHeaderFlag(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	t.Setenv("GRANTRETRY_TEST_DL_CONTROL", "a\x01sk_live_ctl9")
+	t.Setenv("GRANTRETRY_TEST_DL_EMPTY", "")
+	for _, tc := range []struct {
+		flags   []string
+		want    string
+		secrets []string // each is in flags or in an environment value
+	}{
+		{[]string{"-header", "Authorization Bearer op-token-7731"}, `-header #1: want "Name: value"`, []string{"Bearer", "op-token"}},
+		{[]string{"-header", "Authorization=Bearer op-token-7731"}, `-header #1: want "Name: value"`, []string{"Bearer", "op-token"}},
+		{[]string{"-header", "Authorization Bearer abc:op-token-7731"}, "-header #1: not a valid header name", []string{"Bearer", "abc", "op-token"}},
+		{[]string{"-header", "Bearer op-token-7731: x"}, "-header #1: not a valid header name", []string{"Bearer", "op-token"}},
+		{[]string{"-header", "Idempotency-Key: op-token-7731"}, "-header #1 (Idempotency-Key): comes from the letter", []string{"op-token"}},
+		{[]string{"-header", "X-Note: a\x00op-token-7731"}, "-header #1 (X-Note): control character", []string{"op-token"}},
+		{[]string{"-header", "Authorization:"}, "-header #1 (Authorization): empty value", nil},
+		{[]string{"-header", "Authorization: " + dlToken, "-header", "X-Api-Key k-op-token"}, "-header #2: want", []string{"op-token", "k-op"}},
+		{[]string{"-header-env", "Authorization: Bearer sk_live_SECRET123"}, `-header-env #1: want "Name=VAR"`, []string{"Bearer", "sk_live", "SECRET123"}},
+		{[]string{"-header-env", "Authorization=Bearer abc/SECRET=="}, "-header-env #1 (Authorization): the environment variable it names is not set", []string{"Bearer", "abc", "SECRET"}},
+		{[]string{"-header-env", "Authorization=sk_live_SECRET123"}, "-header-env #1 (Authorization): the environment variable it names is not set", []string{"sk_live", "SECRET123"}},
+		{[]string{"-header-env", "sk_live_SECRET123"}, `-header-env #1: want "Name=VAR"`, []string{"sk_live", "SECRET123"}},
+		{[]string{"-header-env", "Authorization="}, `-header-env #1: want "Name=VAR"`, nil},
+		{[]string{"-header-env", "Bearer sk_live_SECRET123=" + dlKeyEnv}, "-header-env #1: not a valid header name", []string{"Bearer", "sk_live", "SECRET123"}},
+		{[]string{"-header-env", "X-Correlation-ID=" + dlKeyEnv}, "-header-env #1 (X-Correlation-Id): comes from the letter", []string{dlAPIKey}},
+		{[]string{"-header-env", "X-Note=GRANTRETRY_TEST_DL_CONTROL"}, "-header-env #1 (X-Note): control character", []string{"sk_live_ctl9"}},
+		{[]string{"-header-env", "X-Note=GRANTRETRY_TEST_DL_EMPTY"}, "-header-env #1 (X-Note): empty value", nil},
+		{[]string{"-header-env", "X-Api-Key=" + dlKeyEnv, "-header-env", "Authorization=op-token-7731"}, "-header-env #2 (Authorization)", []string{"op-token", dlAPIKey}},
+	} {
+		name := fmt.Sprintf("%q", tc.flags)
+		typed := strings.Join(tc.flags, " ") + " " + os.Getenv("GRANTRETRY_TEST_DL_CONTROL") + " " + dlAPIKey
+		for _, s := range tc.secrets {
+			if !strings.Contains(typed, s) {
+				t.Fatalf("%s: the row's secret %q is nowhere in its input, so the test could not fail", name, s)
+			}
+		}
+		var out bytes.Buffer
+		code := run(append([]string{"deadletter", "redeliver", dir, "-all"}, tc.flags...), &out, &out)
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d:\n%s", name, code, exitUsage, out.String())
+		}
+		wantAll(t, name, out.String(), tc.want)
+		wantNone(t, name, out.String(), tc.secrets...)
 	}
 }
 
@@ -465,5 +511,130 @@ func TestDeadLetterFailures(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("list created the missing directory: %v", err)
+	}
+}
+
+// dlUntouchedFixture is a letter directory as OpenDeadLetterDir would
+// change it: without its redelivered subdirectory, and with a temporary
+// file a crashed write left over an hour ago.
+func dlUntouchedFixture(t *testing.T) (dir string, l *grantretry.Letter) {
+	t.Helper()
+	l = dlLetter("L-a", "https://funder.example/v1/applications", dlBody)
+	dir = dlSeed(t, l)
+	if err := os.Remove(filepath.Join(dir, grantretry.RedeliveredDir)); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, ".tmp-L-z.json-1")
+	if err := os.WriteFile(stale, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	return dir, l
+}
+
+// dlTree describes every name under dir with its mode, size and time.
+func dlTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var tree []string
+	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree = append(tree, fmt.Sprintf("%s %v %d %d", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// dlReadCommands are the commands that only read the directory.
+func dlReadCommands(dir, id string) [][]string {
+	return [][]string{
+		{"list", dir},
+		{"list", dir, "-json"},
+		{"show", dir, id},
+		{"redeliver", dir, id, "-dry-run", "-header", "Authorization: " + dlToken},
+		{"redeliver", dir, "-all", "-dry-run"},
+	}
+}
+
+func TestDeadLetterReadingCommandsChangeNothing(t *testing.T) {
+	dir, l := dlUntouchedFixture(t)
+	before := dlTree(t, dir)
+	for _, args := range dlReadCommands(dir, l.ID) {
+		if _, stderr, err := dlRun(args...); err != nil {
+			t.Errorf("%q: %v\n%s", args, err, stderr)
+		}
+		if after := dlTree(t, dir); !reflect.DeepEqual(after, before) {
+			t.Fatalf("%q changed the directory:\nbefore %q\nafter  %q", args, before, after)
+		}
+	}
+}
+
+func TestDeadLetterReadingCommandsWorkOnAReadOnlyDirectory(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions")
+	}
+	dir, l := dlUntouchedFixture(t)
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	for _, args := range dlReadCommands(dir, l.ID) {
+		stdout, stderr, err := dlRun(args...)
+		if err != nil {
+			t.Errorf("%q on a read-only directory: %v\n%s", args, err, stderr)
+		}
+		wantAll(t, fmt.Sprintf("%q", args), stdout, l.ID)
+	}
+}
+
+func TestDeadLetterShowAndDryRunNameTheLettersHost(t *testing.T) {
+	l := dlLetter("L-a", "https://10.0.0.7/v1/applications", dlBody)
+	l.Host = "portal.example-foundation.org"
+	dir := dlSeed(t, l)
+	show, _, err := dlRun("show", dir, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "show", show, "host             portal.example-foundation.org")
+	plan, _, err := dlRun("redeliver", dir, l.ID, "-dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "dry run", plan, "POST "+l.URL+"\n  Host: portal.example-foundation.org\n")
+	plain := dlLetter("L-b", "https://portal.example-foundation.org/v1/applications", dlBody)
+	plan, _, err = dlRun("redeliver", dlSeed(t, plain), plain.ID, "-dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNone(t, "dry run of a letter without a host", plan, "Host:")
+}
+
+func TestDeadLetterRedeliverSendsTheLettersHost(t *testing.T) {
+	hosts := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	l := dlLetter("L-a", srv.URL+"/v1/applications", dlBody)
+	l.Host = "portal.example-foundation.org"
+	dir := dlSeed(t, l)
+	if _, stderr, err := dlRun("redeliver", dir, l.ID); err != nil {
+		t.Fatalf("redeliver: %v\n%s", err, stderr)
+	}
+	if got := <-hosts; got != l.Host {
+		t.Errorf("the funder was sent Host %q, want the letter's %q", got, l.Host)
 	}
 }
