@@ -37,7 +37,7 @@ const (
 	MsgTrailOpened    = "grantretry.trail_opened"    // first record of a new trail
 	MsgTrailReopened  = "grantretry.trail_reopened"  // every later open: a restart is visible
 	MsgTrailContinued = "grantretry.trail_continued" // first record of each file after a rotation
-	MsgTrailRecovered = "grantretry.trail_recovered" // a torn last line was cut off on open
+	MsgTrailRecovered = "grantretry.trail_recovered" // a torn tail, never synced, was cut off on open
 )
 
 // Field names of the chain, which ends every record, and of the trail's own
@@ -51,7 +51,7 @@ const (
 	FieldTrailFile     = "file"        // on the trail's own records: the live file's base name
 	FieldTrailPrevFile = "prev_file"   // on trail_continued: the file the chain comes from
 	FieldTrailPID      = "pid"         // on trail_opened and trail_reopened: the writing process
-	FieldTornBytes     = "torn_bytes"  // on trail_recovered: how many bytes were cut off
+	FieldTornBytes     = "torn_bytes"  // on trail_recovered: how many bytes were cut off, up to the end of the file
 	FieldTornSHA256    = "torn_sha256" // on trail_recovered: their hex SHA-256
 	FieldTornOffset    = "torn_offset" // on trail_recovered: where the cut bytes began in the file
 )
@@ -106,6 +106,11 @@ type AuditTrail struct {
 	// Set once, by compare-and-swap, and read without a lock, so Err
 	// never waits for a write or a sync.
 	fault atomic.Pointer[trailFault]
+
+	// beforeFsync, if not nil, is called by Sync after it released mu and
+	// before its fsync, so a test can write (and rotate) at that point.
+	// Always nil outside tests.
+	beforeFsync func()
 
 	// syncMu serialises Sync and Close, which write the head file. It is
 	// taken before mu, never while mu is held. A Sync holds it, but not
@@ -171,13 +176,18 @@ func encodeTrailTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
 // trail's files are path (live, mode 0600, opened O_APPEND), path.000001
 // and on (rotated), and path.head (the last synced record).
 //
-// Opening an existing trail checks its live file. A torn last line (a crash
-// in the middle of an append: no newline, or a line that does not verify)
-// is cut off and recorded in a trail_recovered record; no record Sync
-// confirmed can be torn. Anything else wrong refuses the open: records the
-// head says were synced are missing or differ, or a line before the last
-// does not verify. Run VerifyAuditTrail, keep the files as evidence and
-// start a new trail elsewhere.
+// Opening an existing trail checks its live file. A torn tail is cut off
+// and recorded in a trail_recovered record (where it began, its size and
+// SHA-256): the last line if it does not verify (a crash in the middle of
+// an append: no newline, zeros, a partial record), or, when the trail has
+// a head file, everything from the first line that does not verify, if
+// that line comes after the record the head says was synced last (a power
+// loss can leave any unsynced page of the file unwritten). No record Sync
+// confirmed is ever cut. Anything else wrong refuses the open: records the
+// head says were synced are missing or differ, or a line at or before the
+// head's record, or before the last line without a head, does not verify.
+// Run VerifyAuditTrail, keep the files as evidence and start a new trail
+// elsewhere.
 func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 	t, err := newAuditTrail(path, o)
 	if err != nil {
@@ -187,9 +197,10 @@ func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := t.clock.Now() // before mu: a Clock is the caller's code
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.start(s); err != nil {
+	if err := t.start(s, now); err != nil {
 		if t.f != nil {
 			t.f.Close()
 		}
@@ -223,9 +234,9 @@ func newAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 }
 
 // start opens the live file where the survey says the chain goes on, cuts a
-// torn tail, writes the records that say what happened, and syncs.
-// t.mu must be held.
-func (t *AuditTrail) start(s trailSurvey) error {
+// torn tail, writes the records that say what happened, stamped now, and
+// syncs. t.mu must be held.
+func (t *AuditTrail) start(s trailSurvey, now time.Time) error {
 	f, created, err := openTrailLive(t.path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
@@ -234,7 +245,8 @@ func (t *AuditTrail) start(s trailSurvey) error {
 	t.size, t.records = s.live.end, s.live.records
 	if s.live.torn > 0 {
 		// The one write that is not an append: the torn bytes were never
-		// synced, and the chain cannot go on after a line that does not
+		// synced (the survey refuses a cut at or before the head's
+		// record), and the chain cannot go on after a line that does not
 		// verify. Their size and hash are kept in trail_recovered.
 		if err := f.Truncate(s.live.end); err != nil {
 			return t.fail("cut the torn tail", err)
@@ -247,15 +259,15 @@ func (t *AuditTrail) start(s trailSurvey) error {
 			return t.fail("sync the directory", err)
 		}
 	}
-	opened, err := t.writeFirst(s)
+	opened, err := t.writeFirst(s, now)
 	if err != nil {
 		return err
 	}
-	if err := t.writeRecovered(s.live); err != nil {
+	if err := t.writeRecovered(s.live, now); err != nil {
 		return err
 	}
 	if s.existed && !opened {
-		if err := t.writeOwn(zapcore.InfoLevel, MsgTrailReopened, t.versionFields()...); err != nil {
+		if err := t.writeOwn(now, zapcore.InfoLevel, MsgTrailReopened, t.versionFields()...); err != nil {
 			return err
 		}
 	}
@@ -266,14 +278,14 @@ func (t *AuditTrail) start(s trailSurvey) error {
 // trail_opened for a new trail, trail_continued for a file after a
 // rotation (or after a crash in the middle of one). It reports whether it
 // opened a new trail. t.mu must be held.
-func (t *AuditTrail) writeFirst(s trailSurvey) (bool, error) {
+func (t *AuditTrail) writeFirst(s trailSurvey, now time.Time) (bool, error) {
 	switch {
 	case t.records > 0:
 		return false, nil
 	case t.seq == 0:
-		return true, t.writeOwn(zapcore.InfoLevel, MsgTrailOpened, t.versionFields()...)
+		return true, t.writeOwn(now, zapcore.InfoLevel, MsgTrailOpened, t.versionFields()...)
 	default:
-		return false, t.writeOwn(zapcore.InfoLevel, MsgTrailContinued,
+		return false, t.writeOwn(now, zapcore.InfoLevel, MsgTrailContinued,
 			zap.String(FieldTrailFile, filepath.Base(t.path)),
 			zap.String(FieldTrailPrevFile, s.rotated))
 	}
@@ -281,11 +293,11 @@ func (t *AuditTrail) writeFirst(s trailSurvey) (bool, error) {
 
 // writeRecovered records the torn tail cut off the live file, if any.
 // t.mu must be held.
-func (t *AuditTrail) writeRecovered(live fileScan) error {
+func (t *AuditTrail) writeRecovered(live fileScan, now time.Time) error {
 	if live.torn == 0 {
 		return nil
 	}
-	return t.writeOwn(zapcore.WarnLevel, MsgTrailRecovered,
+	return t.writeOwn(now, zapcore.WarnLevel, MsgTrailRecovered,
 		zap.String(FieldTrailFile, filepath.Base(t.path)),
 		zap.Int64(FieldTornOffset, live.end),
 		zap.Int64(FieldTornBytes, live.torn),
@@ -317,13 +329,18 @@ func openTrailLive(path string) (*os.File, bool, error) {
 // Write appends p, one or more records, each a JSON object on one line
 // ending in "\n", as zap writes them. It appends the chain fields to each
 // before its closing brace and writes it with one write call. It refuses p
-// whole, writing nothing, if any line is not a non-empty JSON object, is
-// longer than 1 MiB, or has a seq, prev or hash key. Any failure, a refusal
-// included, breaks the trail: a record that should be in it is not.
+// whole, writing nothing, if any line is not a non-empty JSON object, would
+// be longer than 1 MiB with its chain fields, or has a seq, prev or hash
+// key at any depth (however written: "seq" :1, "\u0073eq":1). Any failure,
+// a refusal included, breaks the trail: a record that should be in it is
+// not.
 func (t *AuditTrail) Write(p []byte) (int, error) {
 	if err := checkRecords(p); err != nil {
 		return 0, t.fail("refused a record", err)
 	}
+	// Read before mu, as a Clock is the caller's code: it stamps the
+	// trail_continued of a rotation this write may cause.
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f := t.fault.Load(); f != nil {
@@ -332,7 +349,7 @@ func (t *AuditTrail) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		end := n + bytes.IndexByte(p[n:], '\n') + 1
-		if err := t.appendLine(p[n:end]); err != nil {
+		if err := t.appendLine(p[n:end], now); err != nil {
 			return n, err
 		}
 		n = end
@@ -355,7 +372,8 @@ func checkRecords(p []byte) error {
 	return nil
 }
 
-var reservedKeys = [][]byte{[]byte(`"seq":`), []byte(`"prev":`), []byte(`"hash":`)}
+// reservedKeys are the chain's keys, quoted.
+var reservedKeys = [][]byte{[]byte(`"seq"`), []byte(`"prev"`), []byte(`"hash"`)}
 
 func checkRecord(line []byte) error {
 	switch {
@@ -366,22 +384,101 @@ func checkRecord(line []byte) error {
 	case len(bytes.TrimSpace(line[1:len(line)-1])) == 0:
 		return errors.New("an empty JSON object")
 	}
-	// A raw `"seq":` can only be a key: inside a JSON string a quote is
-	// always escaped.
-	for _, k := range reservedKeys {
-		if bytes.Contains(line, k) {
-			return fmt.Errorf("the record has a %s key, which the trail reserves", k[:len(k)-1])
-		}
+	if k := reservedKey(line); k != "" {
+		return fmt.Errorf("the record has a %s key, which the trail reserves", k)
 	}
 	return nil
 }
 
+// reservedKey returns the chain key, quoted, that line, valid JSON, has at
+// any depth; "" if none. It scans the bytes, which costs little, and
+// decodes the line only if it has a \u escape, the one way to spell a key
+// with other bytes than its own.
+func reservedKey(line []byte) string {
+	for _, k := range reservedKeys {
+		if hasKey(line, k) {
+			return string(k)
+		}
+	}
+	if bytes.Contains(line, []byte(`\u`)) {
+		var v any
+		if json.Unmarshal(line, &v) == nil {
+			return reservedIn(v)
+		}
+	}
+	return ""
+}
+
+// hasKey reports whether line, valid JSON, has the key k, quoted, spelt
+// plainly. An unescaped quote, the name and a quote can only be a whole
+// string: inside a string every quote is escaped. It is a key if a colon
+// follows, after optional whitespace.
+func hasKey(line, k []byte) bool {
+	for i := 0; ; i++ {
+		j := bytes.Index(line[i:], k)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if !escapedAt(line, i) && colonFollows(line[i+len(k):]) {
+			return true
+		}
+	}
+}
+
+// escapedAt reports whether the byte at i is escaped: an odd number of
+// backslashes before it.
+func escapedAt(line []byte, i int) bool {
+	n := 0
+	for i > 0 && line[i-1] == '\\' {
+		n, i = n+1, i-1
+	}
+	return n%2 == 1
+}
+
+func colonFollows(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+		case ':':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// reservedIn returns the chain key, quoted, that the decoded JSON value v
+// has at any depth; "" if none.
+func reservedIn(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if k == FieldSeq || k == FieldPrev || k == FieldHash {
+				return `"` + k + `"`
+			}
+			if r := reservedIn(e); r != "" {
+				return r
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if r := reservedIn(e); r != "" {
+				return r
+			}
+		}
+	}
+	return ""
+}
+
 // appendLine chains and writes one record, rotating first if it would make
-// the live file too large. t.mu must be held.
-func (t *AuditTrail) appendLine(line []byte) error {
+// the live file too large; now stamps the rotation's record. t.mu must be
+// held.
+func (t *AuditTrail) appendLine(line []byte, now time.Time) error {
 	rec := t.chain(line)
 	if t.size+int64(len(rec)) > t.maxSize && t.records > 1 {
-		if err := t.rotate(); err != nil {
+		if err := t.rotate(now); err != nil {
 			return err
 		}
 		rec = t.chain(line) // it follows trail_continued now
@@ -430,9 +527,10 @@ func (t *AuditTrail) emit(rec []byte) error {
 	return nil
 }
 
-// writeOwn writes one of the trail's own records. t.mu must be held.
-func (t *AuditTrail) writeOwn(level zapcore.Level, msg string, fields ...zapcore.Field) error {
-	buf, err := t.enc.EncodeEntry(zapcore.Entry{Level: level, Time: t.clock.Now(), Message: msg}, fields)
+// writeOwn writes one of the trail's own records, stamped now, which the
+// caller read from the Clock before it took mu. t.mu must be held.
+func (t *AuditTrail) writeOwn(now time.Time, level zapcore.Level, msg string, fields ...zapcore.Field) error {
+	buf, err := t.enc.EncodeEntry(zapcore.Entry{Level: level, Time: now, Message: msg}, fields)
 	if err != nil {
 		return t.fail("encode "+msg, err)
 	}
@@ -441,8 +539,9 @@ func (t *AuditTrail) writeOwn(level zapcore.Level, msg string, fields ...zapcore
 }
 
 // rotate makes the live file durable, renames it to the next rotated name
-// and starts a new live file with trail_continued. t.mu must be held.
-func (t *AuditTrail) rotate() error {
+// and starts a new live file with trail_continued, stamped now. t.mu must
+// be held.
+func (t *AuditTrail) rotate(now time.Time) error {
 	rotated := fmt.Sprintf("%s.%06d", t.path, t.index+1)
 	if err := t.f.Sync(); err != nil {
 		return t.fail("sync before rotating", err)
@@ -462,7 +561,7 @@ func (t *AuditTrail) rotate() error {
 		return t.fail("sync the directory", err)
 	}
 	// The head is left to the next Sync: only Sync and Close write it.
-	return t.writeOwn(zapcore.InfoLevel, MsgTrailContinued,
+	return t.writeOwn(now, zapcore.InfoLevel, MsgTrailContinued,
 		zap.String(FieldTrailFile, filepath.Base(t.path)),
 		zap.String(FieldTrailPrevFile, filepath.Base(rotated)))
 }
@@ -490,6 +589,9 @@ func (t *AuditTrail) Sync() error {
 		t.dirty = false // a record written from now on is the next Sync's
 		t.mu.Unlock()
 
+		if t.beforeFsync != nil {
+			t.beforeFsync()
+		}
 		err := f.Sync()
 		if errors.Is(err, os.ErrClosed) && t.rotatedAway(f) {
 			// A rotation synced and closed f meanwhile: what f holds is
@@ -581,12 +683,16 @@ func (t *AuditTrail) fail(what string, cause error) error {
 
 // trailHead is the head file: the last synced record. It is replaced whole
 // (a temporary file, synced, renamed over it), so a crash leaves the old
-// head or the new one, never a torn one.
+// head or the new one, never a torn one. Only Sync and Close write it, not
+// a rotation.
 type trailHead struct {
 	Version int    `json:"version"`
 	Seq     uint64 `json:"seq"`
 	Hash    string `json:"hash"`
-	File    string `json:"file"` // base name of the file that holds it
+	// File is the base name of the live file when the head was written,
+	// which held the record then; a later rotation may have moved the
+	// record to a rotated file, FILE.NNNNNN, without changing the head.
+	File string `json:"file"`
 }
 
 // writeTrailHead replaces the head file. The directory is not synced: after a
@@ -644,7 +750,8 @@ type trailSurvey struct {
 }
 
 // surveyTrail finds where the chain of the trail at path goes on, and
-// refuses a trail that lost synced records or is damaged before its end.
+// refuses a trail that lost synced records or is damaged where a cut could
+// lose one.
 func surveyTrail(path string) (trailSurvey, error) {
 	var s trailSurvey
 	head, err := readTrailHead(path + ".head")
@@ -662,18 +769,40 @@ func surveyTrail(path string) (trailSurvey, error) {
 		return s, err
 	}
 	s.existed = s.index > 0 || s.live.size > 0
-	if s.live.bad != nil && !s.live.badIsLast {
-		return s, fmt.Errorf("%w: damaged before its end, not opened (verify it, keep it as evidence, start a new trail): %w", ErrAuditTrail, s.live.bad)
-	}
 	if err := s.resumePoint(path); err != nil {
+		return s, err
+	}
+	if err := s.checkCut(head); err != nil {
 		return s, err
 	}
 	return s, s.checkHead(path, head)
 }
 
+// checkCut refuses to cut the live file from its first bad line on unless
+// nothing from there on was ever synced: the line is the last one (a torn
+// append), or it comes after the record the head says was synced last. A
+// torn last line the head covers is refused by checkHead. Without a head
+// nothing says where the synced records end, so only the last line may go.
+// resumePoint must have run.
+func (s *trailSurvey) checkCut(head *trailHead) error {
+	bad := s.live.bad
+	switch {
+	case bad == nil, s.live.badIsLast:
+		return nil
+	case head == nil:
+		return fmt.Errorf("%w: damaged before its last line, and no head says which records were synced: not opened (verify it, keep it as evidence, start a new trail): %w",
+			ErrAuditTrail, bad)
+	case head.Seq > s.seq:
+		return fmt.Errorf("%w: damaged at or before seq %d, which its head says was synced: not opened (verify it, keep it as evidence, start a new trail): %w",
+			ErrAuditTrail, head.Seq, bad)
+	}
+	return nil
+}
+
 // resumePoint sets the record the chain goes on from: the last good one of
-// the live file, or if it has none (a crash during a rotation) the last of
-// the newest rotated file.
+// the live file before its first bad line, or if it has none (a crash
+// during a rotation, or a first line lost) the last of the newest rotated
+// file.
 func (s *trailSurvey) resumePoint(path string) error {
 	if s.live.records > 0 || s.rotated == "" {
 		s.seq, s.last = s.live.seq, s.live.last

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,6 +364,10 @@ func TestAuditTrailRefusesMalformedRecords(t *testing.T) {
 		{"space after brace", `{"msg":"x"} ` + "\n"},
 		{"seq key", `{"msg":"x","seq":3}` + "\n"},
 		{"nested hash key", `{"msg":"x","o":{"hash":"h"}}` + "\n"},
+		{"seq key, space before the colon", `{"msg":"x","seq" :7}` + "\n"},
+		{"prev key, tab before the colon", "{\"msg\":\"x\",\"prev\"\t:\"p\"}\n"},
+		{"hash key escaped", `{"msg":"x","\u0068ash":"h"}` + "\n"},
+		{"nested seq key escaped", `{"msg":"x","o":[{"s\u0065q" : 1}]}` + "\n"},
 		{"too long", `{"msg":"` + strings.Repeat("x", maxRecordBytes) + `"}` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,6 +383,30 @@ func TestAuditTrailRefusesMalformedRecords(t *testing.T) {
 			}
 			if !errors.Is(trail.Err(), err) {
 				t.Errorf("Err() = %v, want the refusal", trail.Err())
+			}
+		})
+	}
+}
+
+// Keys that only look like the chain's are not refused: a quote escaped
+// inside a key, the name inside a value, a longer name.
+func TestAuditTrailAcceptsKeysThatOnlyLookReserved(t *testing.T) {
+	for _, rec := range []string{
+		`{"msg":"x","a\"seq":1}`,
+		`{"msg":"x","a\\\"hash" :1}`,
+		`{"msg":"\"seq\":","v":"\"prev\" :"}`,
+		`{"msg":"x","\u0073eqs":1,"hash_of":"h"}`,
+		`{"msg":"x","v":"\u0068ash"}`,
+	} {
+		t.Run(rec, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "trail.jsonl")
+			trail := openTestTrail(t, path, AuditTrailOptions{})
+			if _, err := trail.Write([]byte(rec + "\n")); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			trail.Close()
+			if _, err := VerifyAuditTrail(path); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -555,6 +584,12 @@ func TestAuditTrailRefusesDamagedTrail(t *testing.T) {
 			writeLines(t, path, lines)
 		}},
 		{"live file deleted", func(t *testing.T, path string) { os.Remove(path) }},
+		{"a line before the last zeroed, no head", func(t *testing.T, path string) {
+			os.Remove(path + ".head")
+			lines := readLines(t, path)
+			lines[2] = append(make([]byte, len(lines[2])-1), '\n')
+			writeLines(t, path, lines)
+		}},
 		{"head not JSON", func(t *testing.T, path string) { os.WriteFile(path+".head", []byte("{"), 0o600) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -737,5 +772,165 @@ func TestAuditTrailCrashMidAppendRecovers(t *testing.T) {
 	msgs := checkSynced(t, dir, synced)
 	if !slices.Contains(msgs, MsgTrailRecovered) {
 		t.Error("no trail_recovered after the torn append")
+	}
+}
+
+// killTrail leaves trail as a process killed mid-stream would: records
+// written, the last ones never synced, nothing closed cleanly.
+func killTrail(t *testing.T, trail *AuditTrail) {
+	t.Helper()
+	trail.mu.Lock()
+	defer trail.mu.Unlock()
+	trail.f.Close()
+	trail.fault.CompareAndSwap(nil, &trailFault{first: errTrailClosed, later: errTrailClosed})
+	trail.closed = true
+}
+
+// After a power loss the unsynced tail, after the record the head says
+// was synced, may hold pages never written (zeros) or garbage, followed by
+// more lines: it is cut from its first bad line to the end, recorded, and
+// the chain goes on.
+func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(lines [][]byte) // lines[3] and on were never synced
+	}{
+		{"a zeroed page across two records", func(lines [][]byte) {
+			page := make([]byte, len(lines[3])+len(lines[4])/2)
+			copy(lines[4], page[len(lines[3]):])
+			copy(lines[3], page)
+		}},
+		{"a line longer than a record", func(lines [][]byte) {
+			lines[3] = append(bytes.Repeat([]byte{'x'}, 2*maxRecordBytes), '\n')
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "trail.jsonl")
+			trail := openTestTrail(t, path, AuditTrailOptions{})
+			log := trailLogger(trail, zapcore.DefaultClock)
+			logDisposition(log, "a", Succeeded)
+			if err := trail.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 { // attempts of calls in flight
+				logAttempt(log, "b", i+1)
+			}
+			killTrail(t, trail)
+			lines := readLines(t, path)
+			tc.damage(lines)
+			writeLines(t, path, lines)
+			offset := len(lines[0]) + len(lines[1]) + len(lines[2])
+			torn := bytes.Join(lines[3:], nil)
+
+			trail = openTestTrail(t, path, AuditTrailOptions{})
+			if err := trail.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{MsgTrailOpened, MsgDisposition, MsgAttempt, MsgTrailRecovered, MsgTrailReopened}
+			if got := messages(t, dir); !slices.Equal(got, want) {
+				t.Fatalf("records %q, want %q", got, want)
+			}
+			sum := sha256.Sum256(torn)
+			rec := string(readLines(t, path)[3])
+			for _, s := range []string{fmt.Sprintf(`"torn_offset":%d`, offset), fmt.Sprintf(`"torn_bytes":%d`, len(torn)),
+				`"torn_sha256":"` + hex.EncodeToString(sum[:])} {
+				if !strings.Contains(rec, s) {
+					t.Errorf("trail_recovered lacks %s: %s", s, rec)
+				}
+			}
+		})
+	}
+}
+
+// A rotation that closes the live file while Sync is between its snapshot
+// and its fsync: Sync goes on to the new live file, returns nil with the
+// head at the last record, and a later Sync syncs the new file.
+func TestAuditTrailSyncCoversARotationDuringItsFsync(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trail.jsonl")
+	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 2000})
+	log := trailLogger(trail, zapcore.DefaultClock)
+	logAttempt(log, "a", 1)
+	var synced []*os.File // the file each fsync was about to sync
+	trail.beforeFsync = func() {
+		trail.mu.Lock()
+		synced = append(synced, trail.f)
+		trail.mu.Unlock()
+		if len(synced) == 1 {
+			for i := range 4 { // enough to rotate
+				logAttempt(log, "b", i+1)
+			}
+		}
+	}
+	if err := trail.Sync(); err != nil {
+		t.Fatalf("Sync with a rotation during its fsync: %v", err)
+	}
+	if len(trailFiles(t, dir)) != 2 || len(synced) != 2 || synced[0] == synced[1] {
+		t.Fatalf("%d files, fsyncs of %v: want a rotation and a second fsync of the new live file", len(trailFiles(t, dir)), synced)
+	}
+	checkHeadAtLast(t, trail)
+	logAttempt(log, "c", 1)
+	if err := trail.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 3 || synced[2] != synced[1] {
+		t.Errorf("the later Sync did not sync the new live file")
+	}
+	checkHeadAtLast(t, trail)
+	if _, err := VerifyAuditTrail(trailFiles(t, dir)...); err != nil {
+		t.Error(err)
+	}
+}
+
+// checkHeadAtLast checks that the head names the last record written.
+func checkHeadAtLast(t *testing.T, trail *AuditTrail) {
+	t.Helper()
+	trail.mu.Lock()
+	seq, last := trail.seq, trail.last
+	trail.mu.Unlock()
+	head, err := readTrailHead(trail.head)
+	if err != nil || head == nil || head.Seq != seq || head.Hash != hex.EncodeToString(last[:]) {
+		t.Errorf("head %+v (%v), want seq %d hash %x", head, err, seq, last)
+	}
+}
+
+// lockCheckClock counts the calls of Now made while its trail's mu was
+// held, which STYLE forbids: a Clock is the caller's code.
+type lockCheckClock struct {
+	trail       atomic.Pointer[AuditTrail]
+	calls, held atomic.Int32
+}
+
+func (c *lockCheckClock) Now() time.Time {
+	if t := c.trail.Load(); t != nil {
+		c.calls.Add(1)
+		if !t.mu.TryLock() {
+			c.held.Add(1)
+		} else {
+			t.mu.Unlock()
+		}
+	}
+	return time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+}
+
+func (c *lockCheckClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// The trail reads its Clock before it takes mu, also for the
+// trail_continued of a rotation a Write causes.
+func TestAuditTrailReadsClockWithoutLock(t *testing.T) {
+	dir := t.TempDir()
+	clk := &lockCheckClock{}
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 2000, Clock: clk})
+	clk.trail.Store(trail)
+	log := trailLogger(trail, zapcore.DefaultClock)
+	for i := range 8 {
+		logAttempt(log, "c", i+1)
+	}
+	if n := len(trailFiles(t, dir)); n < 2 {
+		t.Fatalf("%d files: no rotation", n)
+	}
+	if clk.calls.Load() == 0 || clk.held.Load() != 0 {
+		t.Errorf("Clock.Now called %d times, %d of them with mu held", clk.calls.Load(), clk.held.Load())
 	}
 }

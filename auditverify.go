@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,13 +83,16 @@ type TrailRecord struct {
 }
 
 // VerifyAuditTrail checks the hash chain of the given trail files, the
-// live one and the rotated ones, in any order: it orders them by the seq of
-// their first record. Every record must be a JSON object whose hash matches
-// it, whose prev is the hash of the record before and whose seq follows
-// it; the trail must start at seq 1; and if the trail has a head file
-// (FILE.head beside its live file), the chain must reach the seq it says
-// was synced, with the hash it says. Head files given among paths are used
-// as heads. It returns a *TrailError naming the first broken record.
+// live one and the rotated ones, in any order. When they carry the trail's
+// own names (one live file FILE and rotated files FILE.000001 and on) it
+// reads them in rotation order, the live file last; otherwise in the order
+// of the seq of their first record. Every record must be a JSON object
+// whose hash matches it, whose prev is the hash of the record before and
+// whose seq follows it; the trail must start at seq 1; and if the trail
+// has a head file, the chain must reach the seq it says was synced, with
+// the hash it says. The head files are FILE.head beside the files, and any
+// head file given among paths (a path ending in .head), wherever it is.
+// It returns a *TrailError naming the first broken record.
 func VerifyAuditTrail(paths ...string) (TrailSummary, error) {
 	return ReadAuditTrail(paths, nil)
 }
@@ -119,11 +123,12 @@ type verifier struct {
 	h     hash.Hash
 	heads []*headCheck
 	sum   TrailSummary
-	cur   string   // the file being read
-	lines int      // lines read in it
-	prevF string   // the file before it, base name
-	seq   uint64   // of the last record read, 0 before the first
-	last  [32]byte // its hash
+	files trailNames
+	cur   trailFile // the file being read
+	lines int       // lines read in it
+	seq   uint64    // of the last record read, 0 before the first
+	last  [32]byte  // its hash
+	lastF trailFile // the file that holds it
 }
 
 // headCheck is a head file and what the chain says of it.
@@ -132,47 +137,152 @@ type headCheck struct {
 	head trailHead
 }
 
-// order dedupes paths, sets head files apart, and returns the trail files
-// ordered by the seq of their first record.
-func (v *verifier) order(paths []string) ([]string, error) {
+// trailFile is one file of the trail being read.
+type trailFile struct {
+	path  string
+	index int    // rotation index, 0 for the live file; -1 without the trail's own names
+	first uint64 // seq of its first record, when ordered by it
+}
+
+// trailNames is what the names of the files given say.
+type trailNames struct {
+	own     bool            // they are one trail's own names: FILE and FILE.NNNNNN
+	base    string          // FILE's base name, when own
+	indexes []int           // the rotation indexes given, ascending, when own
+	given   map[string]bool // base names of the files given
+}
+
+// order dedupes paths, reads the head files among them and beside them,
+// and returns the trail files in chain order: by rotation index when the
+// names are the trail's own, which an edit of a record cannot change, else
+// by the seq of each file's first record.
+func (v *verifier) order(paths []string) ([]trailFile, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no file to read", ErrAuditTrail)
 	}
-	type ordered struct {
-		path  string
-		first uint64
-	}
-	var files []ordered
+	var files []trailFile
 	seen := map[string]bool{}
 	for _, p := range paths {
-		if seen[filepath.Clean(p)] || isHeadPath(p) {
+		c := filepath.Clean(p)
+		switch {
+		case seen[c]:
 			continue
+		case strings.HasSuffix(c, ".head.tmp"):
+			// a head being written when a crash came: maybe torn, and
+			// never more than the head it was to replace is worth
+		case isHeadPath(c):
+			if err := v.addHead(c); err != nil {
+				return nil, err
+			}
+		default:
+			files = append(files, trailFile{path: p})
+			if err := v.addHead(trailBase(c) + ".head"); err != nil {
+				return nil, err
+			}
 		}
-		seen[filepath.Clean(p)] = true
-		first, err := firstSeq(p)
+		seen[c] = true
+	}
+	v.files = nameFiles(files)
+	if v.files.own {
+		slices.SortStableFunc(files, func(a, b trailFile) int { return cmp.Compare(rotationRank(a.index), rotationRank(b.index)) })
+		return files, nil
+	}
+	return orderByFirstSeq(files)
+}
+
+// nameFiles sets each file's rotation index, if the files carry one
+// trail's own names.
+func nameFiles(files []trailFile) trailNames {
+	n := trailNames{own: true, given: map[string]bool{}}
+	for i := range files {
+		c := filepath.Clean(files[i].path)
+		n.given[filepath.Base(c)] = true
+		base := trailBase(c)
+		if i == 0 {
+			n.base = base
+		}
+		n.own = n.own && base == n.base
+		files[i].index, _ = rotatedIndex(filepath.Base(base), filepath.Base(c))
+	}
+	if !n.own {
+		for i := range files {
+			files[i].index = -1
+		}
+		return trailNames{given: n.given}
+	}
+	for _, f := range files {
+		if f.index > 0 {
+			n.indexes = append(n.indexes, f.index)
+		}
+	}
+	slices.Sort(n.indexes)
+	n.base = filepath.Base(n.base)
+	return n
+}
+
+// rotationRank puts the live file, index 0, after every rotated one.
+func rotationRank(index int) int {
+	if index == 0 {
+		return math.MaxInt
+	}
+	return index
+}
+
+// orderByFirstSeq drops empty files and orders the rest by the seq of
+// their first record.
+func orderByFirstSeq(files []trailFile) ([]trailFile, error) {
+	var out []trailFile
+	for _, f := range files {
+		first, err := firstSeq(f.path)
 		if err != nil {
 			return nil, err
 		}
 		if first > 0 {
-			files = append(files, ordered{p, first})
-		}
-		if err := v.addHead(trailBase(p) + ".head"); err != nil {
-			return nil, err
+			f.first = first
+			out = append(out, f)
 		}
 	}
-	slices.SortStableFunc(files, func(a, b ordered) int { return cmp.Compare(a.first, b.first) })
-	out := make([]string, len(files))
-	for i, f := range files {
-		out[i] = f.path
-	}
+	slices.SortStableFunc(out, func(a, b trailFile) int { return cmp.Compare(a.first, b.first) })
 	return out, nil
 }
 
-// isHeadPath reports whether p is a head file or a head being written, as
-// a glob like trail.jsonl* picks them up.
-func isHeadPath(p string) bool {
-	return strings.HasSuffix(p, ".head") || strings.HasSuffix(p, ".head.tmp")
+// rotatedName is the name of the rotated file with index i.
+func (n *trailNames) rotatedName(i int) string {
+	return fmt.Sprintf("%s.%06d", n.base, i)
 }
+
+// missingRotated names the rotated files with an index between lo and hi,
+// both exclusive, that are not among the files given, and counts them.
+// Only the trail's own names say which are missing.
+func (n *trailNames) missingRotated(lo, hi int) ([]string, int) {
+	if !n.own {
+		return nil, 0
+	}
+	var names []string
+	count, prev := 0, lo
+	gap := func(a, b int) { // the indexes strictly between a and b
+		switch {
+		case b-a == 2:
+			names = append(names, n.rotatedName(a+1))
+		case b-a > 2:
+			names = append(names, n.rotatedName(a+1)+" to "+n.rotatedName(b-1))
+		}
+		count += max(b-a-1, 0)
+	}
+	for _, i := range n.indexes {
+		if i <= lo || i >= hi {
+			continue
+		}
+		gap(prev, i)
+		prev = i
+	}
+	gap(prev, hi)
+	return names, count
+}
+
+// isHeadPath reports whether p is a head file, as a glob like trail.jsonl*
+// picks it up with the trail's files.
+func isHeadPath(p string) bool { return strings.HasSuffix(p, ".head") }
 
 // trailBase is the live file's path of the trail p belongs to.
 func trailBase(p string) string {
@@ -226,19 +336,19 @@ func firstSeq(path string) (uint64, error) {
 	return l.seq, nil
 }
 
-// file reads and checks every record of the file at path.
-func (v *verifier) file(path string) error {
-	rr, err := openRecords(path)
+// file reads and checks every record of the file f.
+func (v *verifier) file(f trailFile) error {
+	rr, err := openRecords(f.path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
 	}
 	defer rr.close()
-	v.cur = path
+	v.cur, v.lines = f, 0
 	for {
 		line, err := rr.next()
 		switch {
 		case err == io.EOF:
-			v.prevF, v.lines = filepath.Base(path), rr.line
+			v.lines = rr.line
 			return nil
 		case isLineProblem(err):
 			return v.broken(rr.line, 0, lineProblem(err))
@@ -256,7 +366,7 @@ func (v *verifier) file(path string) error {
 func (v *verifier) record(n int, line []byte) error {
 	l, problem := checkLine(v.h, line)
 	if problem == "" {
-		problem = v.chainProblem(n, l)
+		problem = v.chainProblem(n, l, line)
 	}
 	if problem != "" {
 		return v.broken(n, l.seq, problem)
@@ -279,37 +389,120 @@ func (v *verifier) broken(line int, seq uint64, problem string) error {
 	if seq == 0 {
 		seq = v.seq + 1
 	}
-	return &TrailError{File: v.cur, Line: line, Seq: seq, Problem: problem}
+	return &TrailError{File: v.cur.path, Line: line, Seq: seq, Problem: problem}
 }
 
 // chainProblem says what is wrong with record l, the n-th line of its
 // file, as the successor of the last record read; "" if nothing.
-func (v *verifier) chainProblem(n int, l link) string {
+func (v *verifier) chainProblem(n int, l link, line []byte) string {
 	if v.sum.Records == 0 {
 		switch {
 		case l.seq != 1:
-			return fmt.Sprintf("trail starts at seq %d, not 1: the first file is missing", l.seq)
+			return v.startGap(l, line)
 		case l.prev != [32]byte{}:
 			return "the first record of the trail has a prev that is not 64 zeros"
 		}
 		return ""
 	}
 	atStart := n == 1
+	cur, before := filepath.Base(v.cur.path), filepath.Base(v.lastF.path)
 	switch {
 	case l.seq > v.seq+1 && atStart:
-		return fmt.Sprintf("first record of %s has seq %d, the file before ends at seq %d: a file is missing", filepath.Base(v.cur), l.seq, v.seq)
+		return v.boundaryGap(l, line)
 	case l.seq > v.seq+1:
 		return fmt.Sprintf("seq %d after seq %d: %s missing", l.seq, v.seq, trailPlural(l.seq-v.seq-1, "record"))
 	case l.seq <= v.seq && atStart:
-		return fmt.Sprintf("first record of %s has seq %d, the file before ends at seq %d: the files overlap", filepath.Base(v.cur), l.seq, v.seq)
+		return fmt.Sprintf("first record of %s has seq %d, the file before (%s) ends at seq %d: the files overlap", cur, l.seq, before, v.seq)
 	case l.seq <= v.seq:
 		return fmt.Sprintf("seq %d after seq %d: a record repeated or moved (inserted or reordered?)", l.seq, v.seq)
 	case l.prev != v.last && atStart:
-		return fmt.Sprintf("prev does not match the hash of the last record of %s, the file before (a file replaced?)", v.prevF)
+		return fmt.Sprintf("prev does not match the hash of the last record of %s, the file before (a file replaced?)", before)
 	case l.prev != v.last:
 		return "prev does not match the hash of the record before (inserted or reordered?)"
 	}
 	return ""
+}
+
+// startGap says what is missing before l, the first record read, whose
+// seq is not 1. That a file is missing is said only when the names say
+// so: a rotated index below the file's is not among the files, or the
+// file's trail_continued names a file that is not.
+func (v *verifier) startGap(l link, line []byte) string {
+	s := fmt.Sprintf("trail starts at seq %d, not 1: %s missing", l.seq, trailPlural(l.seq-1, "record"))
+	if v.cur.index > 0 {
+		if names, count := v.files.missingRotated(0, v.cur.index); count > 0 {
+			return s + ", the first " + pluralVerb(count, "file is", "files are") + " missing (" + notAmong(names, count) + ")"
+		}
+	}
+	if names, count := v.notGiven(line); count > 0 {
+		return s + ", a file is missing (" + notAmong(names, count) + ")"
+	}
+	return s + " before it"
+}
+
+// boundaryGap says what is missing between the last record read and l,
+// the first record of the next file, whose seq does not follow.
+func (v *verifier) boundaryGap(l link, line []byte) string {
+	missing := l.seq - v.seq - 1
+	before := filepath.Base(v.lastF.path)
+	s := fmt.Sprintf("first record of %s has seq %d, the file before (%s) ends at seq %d: %s missing",
+		filepath.Base(v.cur.path), l.seq, before, v.seq, trailPlural(missing, "record"))
+	var names []string
+	count := 0
+	if v.lastF.index > 0 && v.cur.index > 0 {
+		names, count = v.files.missingRotated(v.lastF.index, v.cur.index)
+	}
+	if count == 0 {
+		if prev := continuedFrom(line); prev == before {
+			return s + " from the end of " + before
+		}
+		names, count = v.notGiven(line)
+	}
+	if count == 0 {
+		return s
+	}
+	return s + ", " + pluralVerb(count, "a file is", "files are") + " missing (" + notAmong(names, count) + ")"
+}
+
+// notGiven names the file the record line continues from, if it is a
+// trail_continued record and that file is not among the files given.
+func (v *verifier) notGiven(line []byte) ([]string, int) {
+	prev := continuedFrom(line)
+	if prev == "" || v.files.given[prev] {
+		return nil, 0
+	}
+	return []string{prev}, 1
+}
+
+// continuedFrom returns the prev_file of line if it is a trail_continued
+// record, "" otherwise.
+func continuedFrom(line []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil || rawString(m["msg"]) != MsgTrailContinued {
+		return ""
+	}
+	return rawString(m[FieldTrailPrevFile])
+}
+
+// rawString returns the JSON string raw holds, "" if it holds anything
+// else.
+func rawString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func notAmong(names []string, count int) string {
+	return strings.Join(names, ", ") + " " + pluralVerb(count, "is", "are") + " not among the files"
+}
+
+func pluralVerb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func trailPlural(n uint64, noun string) string {
@@ -333,11 +526,13 @@ func (v *verifier) headProblem(l link) string {
 // decode parses the record's JSON: all of it when fn wants it, else only
 // what the summary counts.
 func (v *verifier) decode(n int, line []byte, l link) (TrailRecord, error) {
-	rec := TrailRecord{File: v.cur, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
+	rec := TrailRecord{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
 	if v.fn == nil {
-		var r struct{ Msg, Disposition string }
-		err := json.Unmarshal(line, &r)
-		rec.Msg, rec.Fields = r.Msg, map[string]any{FieldDisposition: r.Disposition}
+		// Only msg and disposition, matched exactly, of any type: a
+		// struct would match keys in any case and refuse a number.
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(line, &m)
+		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{FieldDisposition: rawString(m[FieldDisposition])}
 		return rec, err
 	}
 	if !json.Valid(line) {
@@ -365,8 +560,8 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 	if s.Records == 0 {
 		s.FirstSeq = l.seq
 	}
-	if len(s.Files) == 0 || s.Files[len(s.Files)-1] != v.cur {
-		s.Files = append(s.Files, v.cur)
+	if len(s.Files) == 0 || s.Files[len(s.Files)-1] != v.cur.path {
+		s.Files = append(s.Files, v.cur.path)
 	}
 	s.Records++
 	s.LastSeq = l.seq
@@ -376,7 +571,7 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 		d, _ := rec.Fields[FieldDisposition].(string)
 		s.Dispositions[d]++
 	}
-	v.seq, v.last = l.seq, l.hash
+	v.seq, v.last, v.lastF = l.seq, l.hash, v.cur
 }
 
 // finish checks what only the whole trail shows: that it has records, and
@@ -387,7 +582,7 @@ func (v *verifier) finish(paths []string) error {
 	}
 	for _, hc := range v.heads {
 		if hc.head.Seq > v.seq {
-			return &TrailError{File: v.cur, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
+			return &TrailError{File: v.cur.path, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
 				"trail ends at seq %d but its head says seq %d was synced: records missing from the end", v.seq, hc.head.Seq)}
 		}
 	}
@@ -540,7 +735,7 @@ type fileScan struct {
 	// it in the file, nil if none; badIsLast says it is the file's last.
 	bad       *TrailError
 	badIsLast bool
-	torn      int64    // bytes after end, when bad is the last line
+	torn      int64    // bytes from end on, when there is a bad line
 	tornSum   [32]byte // their SHA-256
 }
 
@@ -559,7 +754,7 @@ func scanFile(path string, want uint64) (fileScan, error) {
 	if err := s.read(rr, path, want); err != nil {
 		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
 	}
-	if s.bad == nil || !s.badIsLast {
+	if s.bad == nil {
 		return s, nil
 	}
 	s.torn = s.size - s.end

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +62,11 @@ func rechain(t *testing.T, lines [][]byte, from int) {
 func seqAt(t *testing.T, file string, line int) uint64 {
 	t.Helper()
 	return mustLink(t, readLines(t, file)[line-1]).seq
+}
+
+func lastSeq(t *testing.T, file string) uint64 {
+	t.Helper()
+	return seqAt(t, file, len(readLines(t, file)))
 }
 
 // tamper changes a trail and returns where and what VerifyAuditTrail must
@@ -133,8 +140,38 @@ var tamperings = []struct {
 		return want
 	}},
 	{"remove a rotated file in the middle", func(t *testing.T, files []string) TrailError {
+		want := TrailError{File: files[2], Line: 1, Seq: seqAt(t, files[2], 1), Problem: "the file before (trail.jsonl.000001) ends at seq " +
+			strconv.FormatUint(lastSeq(t, files[0]), 10) + ": " + strconv.Itoa(len(readLines(t, files[1]))) +
+			" records missing, a file is missing (trail.jsonl.000002 is not among the files)"}
 		os.Remove(files[1])
-		return TrailError{File: files[2], Line: 1, Seq: seqAt(t, files[2], 1), Problem: "the file before ends at seq " + strconv.FormatUint(seqAt(t, files[0], len(readLines(t, files[0]))), 10) + ": a file is missing"}
+		return want
+	}},
+	{"remove the newest rotated file", func(t *testing.T, files []string) TrailError {
+		live, newest := files[len(files)-1], files[len(files)-2]
+		os.Remove(newest)
+		return TrailError{File: live, Line: 1, Seq: seqAt(t, live, 1),
+			Problem: "a file is missing (" + filepath.Base(newest) + " is not among the files)"}
+	}},
+	{"delete the last line of a rotated file", func(t *testing.T, files []string) TrailError {
+		want := TrailError{File: files[2], Line: 1, Seq: seqAt(t, files[2], 1),
+			Problem: "ends at seq " + strconv.FormatUint(lastSeq(t, files[1])-1, 10) + ": 1 record missing from the end of trail.jsonl.000002"}
+		editFile(t, files[1], func(lines [][]byte) [][]byte { return lines[:len(lines)-1] })
+		return want
+	}},
+	{"edit the seq of a file's first record", func(t *testing.T, files []string) TrailError {
+		editFile(t, files[2], func(lines [][]byte) [][]byte {
+			lines[0] = regexp.MustCompile(`"seq":\d+,`).ReplaceAll(lines[0], []byte(`"seq":999,`))
+			return lines
+		})
+		return TrailError{File: files[2], Line: 1, Seq: 999, Problem: "hash does not match the record (edited?)"}
+	}},
+	{"garble the first line of a rotated file", func(t *testing.T, files []string) TrailError {
+		want := TrailError{File: files[2], Line: 1, Seq: lastSeq(t, files[1]) + 1, Problem: "not a JSON object (torn or edited?)"}
+		editFile(t, files[2], func(lines [][]byte) [][]byte {
+			lines[0] = append(bytes.Repeat([]byte{0}, len(lines[0])-1), '\n')
+			return lines
+		})
+		return want
 	}},
 	{"remove the first file", func(t *testing.T, files []string) TrailError {
 		os.Remove(files[0])
@@ -177,9 +214,10 @@ func TestVerifyAuditTrailDetectsTampering(t *testing.T) {
 	}
 }
 
-// Files are put in chain order by their first record, whatever order
-// they are given in; head files among them are used as heads.
-func TestVerifyAuditTrailOrdersFilesByFirstSeq(t *testing.T) {
+// The trail's own files are put in rotation order, the live file last,
+// whatever order they are given in; head files among them are used as
+// heads.
+func TestVerifyAuditTrailOrdersFilesByRotationIndex(t *testing.T) {
 	dir := t.TempDir()
 	files := buildTrail(t, dir, 40)
 	given := append([]string{filepath.Join(dir, "trail.jsonl.head")}, files...)
@@ -292,5 +330,120 @@ func TestVerifyAuditTrailBadInput(t *testing.T) {
 				t.Errorf("VerifyAuditTrail: %v (%T), want ErrAuditTrail, a *TrailError: %v", err, err, tc.trail)
 			}
 		})
+	}
+}
+
+// Files that do not carry the trail's own names are put in chain order by
+// the seq of their first record.
+func TestVerifyAuditTrailOrdersOtherNamesByFirstSeq(t *testing.T) {
+	files := buildTrail(t, t.TempDir(), 40)
+	dir := t.TempDir()
+	var copies []string
+	for i, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := filepath.Join(dir, fmt.Sprintf("part-%c.log", 'z'-i)) // names sort against chain order
+		if err := os.WriteFile(c, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		copies = append(copies, c)
+	}
+	given := slices.Clone(copies)
+	slices.Sort(given)
+	sum, err := VerifyAuditTrail(given...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Files, copies) {
+		t.Errorf("files in order %q, want %q", sum.Files, copies)
+	}
+}
+
+// A head file given among the paths is used even when it is not beside
+// the trail: the tail cut at a line boundary is found.
+func TestVerifyAuditTrailUsesHeadGivenElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	files := buildTrail(t, dir, 40)
+	live := files[len(files)-1]
+	moved := filepath.Join(t.TempDir(), "trail.jsonl.head")
+	if err := os.Rename(live+".head", moved); err != nil {
+		t.Fatal(err)
+	}
+	n := len(readLines(t, live))
+	editFile(t, live, func(lines [][]byte) [][]byte { return lines[:n-1] })
+	_, err := VerifyAuditTrail(append(trailFiles(t, dir), moved)...)
+	var te *TrailError
+	if !errors.As(err, &te) {
+		t.Fatalf("VerifyAuditTrail with the head given: %v, want a *TrailError", err)
+	}
+	if te.File != live || te.Line != n || te.Seq != seqAt(t, live, n-1)+1 || !strings.Contains(te.Problem, "records missing from the end") {
+		t.Errorf("reported %v, want %s line %d: records missing from the end", err, live, n)
+	}
+}
+
+// A broken first line of a file is reported after the files before it
+// were read, with their records counted, as the CLI shows them.
+func TestVerifyAuditTrailCountsRecordsBeforeABrokenFile(t *testing.T) {
+	dir := t.TempDir()
+	files := buildTrail(t, dir, 40)
+	want := lastSeq(t, files[1])
+	editFile(t, files[2], func(lines [][]byte) [][]byte {
+		lines[0] = []byte("garbled\n")
+		return lines
+	})
+	sum, err := VerifyAuditTrail(trailFiles(t, dir)...)
+	if !errors.Is(err, ErrAuditTrail) || uint64(sum.Records) != want || sum.LastSeq != want {
+		t.Errorf("VerifyAuditTrail: %v, %d records up to seq %d; want a failure after %d records", err, sum.Records, sum.LastSeq, want)
+	}
+}
+
+// Any record Write accepts verifies, and is counted by its exact msg and
+// disposition keys, whatever the type of the other keys.
+func TestVerifyAuditTrailAcceptsWhatWriteAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name, rec, msg, disposition string
+	}{
+		{"disposition a number", `{"msg":"grantretry.disposition","disposition":3}`, MsgDisposition, ""},
+		{"disposition null", `{"msg":"grantretry.disposition","disposition":null}`, MsgDisposition, ""},
+		{"msg an object", `{"msg":{"a":1},"v":1}`, "", ""},
+		{"keys differing in case", `{"MSG":1,"msg":"grantretry.disposition","Disposition":2,"disposition":"succeeded","DISPOSITION":"x"}`, MsgDisposition, "succeeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "trail.jsonl")
+			trail := openTestTrail(t, path, AuditTrailOptions{})
+			if _, err := trail.Write([]byte(tc.rec + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			trail.Close()
+			sum, err := VerifyAuditTrail(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Messages[tc.msg] != 1 || (tc.msg == MsgDisposition && sum.Dispositions[tc.disposition] != 1) {
+				t.Errorf("counted messages %v, dispositions %v; want msg %q, disposition %q", sum.Messages, sum.Dispositions, tc.msg, tc.disposition)
+			}
+			if _, err := ReadAuditTrail([]string{path}, func(TrailRecord) error { return nil }); err != nil {
+				t.Errorf("ReadAuditTrail: %v", err)
+			}
+		})
+	}
+}
+
+// A line longer than a record can be is reported as such, at its line,
+// however long it is.
+func TestVerifyAuditTrailReportsOverlongLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trail.jsonl")
+	trail := openTestTrail(t, path, AuditTrailOptions{})
+	logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
+	trail.Close()
+	lines := readLines(t, path)
+	appendBytes(t, path, append(bytes.Repeat([]byte("x"), 3*maxRecordBytes+5), '\n'))
+	appendBytes(t, path, lines[1])
+	_, err := VerifyAuditTrail(path)
+	var te *TrailError
+	if !errors.As(err, &te) || te.Line != 3 || te.Seq != 3 || !strings.Contains(te.Problem, "longer than") {
+		t.Errorf("VerifyAuditTrail: %v, want line 3 (record seq 3) longer than a record", err)
 	}
 }

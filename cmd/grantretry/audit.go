@@ -57,19 +57,29 @@ read before the break are still printed).
 // runAudit runs "grantretry audit": verify or trace.
 func runAudit(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{errors.New("missing subcommand: verify or trace")}
+		return usageError{err: errors.New("missing subcommand: verify or trace")}
 	}
 	switch sub := args[0]; {
 	case isHelp(sub):
 		io.WriteString(stdout, auditSynopsis)
 		return flag.ErrHelp
 	case sub == "verify":
-		return auditVerify(args[1:], stdout)
+		return subUsage(sub, auditVerify(args[1:], stdout))
 	case sub == "trace":
-		return auditTrace(args[1:], stdout)
+		return subUsage(sub, auditTrace(args[1:], stdout))
 	default:
-		return usageError{fmt.Errorf("unknown subcommand %q: verify or trace", sub)}
+		return usageError{err: fmt.Errorf("unknown subcommand %q: verify or trace", sub)}
 	}
+}
+
+// subUsage names the subcommand, and its help, in a usage error: run's
+// hint names only the command's help, which does not list trace's flags.
+func subUsage(sub string, err error) error {
+	var uerr usageError
+	if !errors.As(err, &uerr) {
+		return err
+	}
+	return usageError{err: fmt.Errorf("%s: %w", sub, uerr.err), help: "audit " + sub}
 }
 
 // parseFiles parses flags wherever they are among the file arguments (Go's
@@ -85,7 +95,7 @@ func parseFiles(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 			return nil, flag.ErrHelp
 		}
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usageError{err: err}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -98,7 +108,7 @@ func parseFiles(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 		files, args = append(files, rest[0]), rest[1:]
 	}
 	if len(files) == 0 {
-		return nil, usageError{errors.New("no trail file given")}
+		return nil, usageError{err: errors.New("no trail file given")}
 	}
 	return files, nil
 }
@@ -204,7 +214,7 @@ func (f *traceFlags) selector() (field, value string, err error) {
 		}
 	}
 	if len(given) != 1 {
-		return "", "", usageError{fmt.Errorf("give exactly one of --correlation, --submission, --key (got %d)", len(given))}
+		return "", "", usageError{err: fmt.Errorf("give exactly one of --correlation, --submission, --key (got %d)", len(given))}
 	}
 	return field, value, nil
 }

@@ -286,9 +286,9 @@ func TestAuditUsageErrors(t *testing.T) {
 	}{
 		{"no subcommand", nil, "missing subcommand"},
 		{"unknown subcommand", []string{"replay", path}, `unknown subcommand "replay"`},
-		{"verify without files", []string{"verify"}, "no trail file given"},
-		{"trace without files", []string{"trace", "--key", "k"}, "no trail file given"},
-		{"trace without selector", []string{"trace", path}, "give exactly one of"},
+		{"verify without files", []string{"verify"}, "verify: no trail file given"},
+		{"trace without files", []string{"trace", "--key", "k"}, "trace: no trail file given"},
+		{"trace without selector", []string{"trace", path}, "trace: give exactly one of"},
 		{"trace with two selectors", []string{"trace", path, "--key", "k", "--correlation", "c"}, "give exactly one of"},
 		{"unknown flag", []string{"verify", path, "--bogus"}, "flag provided but not defined: -bogus"},
 		{"flag without value", []string{"trace", path, "--key"}, "flag needs an argument: -key"},
@@ -300,6 +300,24 @@ func TestAuditUsageErrors(t *testing.T) {
 				t.Errorf("runAudit(%q): %v, want a usage error with %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// A usage error of a subcommand points to that subcommand's help, which
+// lists its flags.
+func TestAuditUsageErrorNamesSubcommandHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "trail.jsonl", "--key"}, "Run 'grantretry audit trace -help' for its flags."},
+		{[]string{"verify", "--bogus", "trail.jsonl"}, "Run 'grantretry audit verify -help' for its flags."},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"audit"}, tc.args...), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "-help") != 1 {
+			t.Errorf("audit %q: exit %d, stderr %q; want %d and one hint: %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		}
 	}
 }
 

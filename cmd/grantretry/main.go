@@ -77,7 +77,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &uerr):
-		fmt.Fprintf(stderr, "grantretry: %s: %v\nRun 'grantretry %s -help' for its flags.\n", name, uerr.err, name)
+		help := name
+		if uerr.help != "" {
+			help = uerr.help
+		}
+		fmt.Fprintf(stderr, "grantretry: %s: %v\nRun 'grantretry %s -help' for its flags.\n", name, uerr.err, help)
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "grantretry: %s: %v\n", name, err)
@@ -112,8 +116,13 @@ func usage(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
-// usageError is a command called wrongly: a bad flag or argument.
-type usageError struct{ err error }
+// usageError is a command called wrongly: a bad flag or argument. help
+// names the command whose -help lists the flags, when it is a subcommand
+// ("audit trace"); "" means the command that was run.
+type usageError struct {
+	err  error
+	help string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
@@ -140,10 +149,10 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 		return flag.ErrHelp
 	}
 	if err != nil {
-		return usageError{err}
+		return usageError{err: err}
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
 }

@@ -76,10 +76,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	ps, err := sim.Lookup(strings.Split(f.policies, ","))
 	if err != nil {
-		return usageError{fmt.Errorf("-policies: %w", err)}
+		return usageError{err: fmt.Errorf("-policies: %w", err)}
 	}
 	if err := f.sc.Validate(); err != nil {
-		return usageError{err}
+		return usageError{err: err}
 	}
 	for _, p := range []string{f.md, f.svg} {
 		if err := checkWritable(p); err != nil {
