@@ -335,15 +335,19 @@ func TestDeadLetterSinkFailureIsReported(t *testing.T) {
 // letter: the sink gets a context detached from the caller's cancellation.
 func TestDeadLetterSurvivesCallerCancel(t *testing.T) {
 	sink := &memLetters{}
-	h := newHarness(t, WithDeadLetter(sink), WithBudget(0, time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h.mock.RegisterResponder(http.MethodPost, funderURL, func(*http.Request) (*http.Response, error) {
+	// An inner transport that answers after the caller gave up (httpmock
+	// races its responder against the context, so it would not always).
+	inner := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		cancel()
-		return httpmock.NewStringResponse(503, "down"), nil
+		resp := httpmock.NewStringResponse(503, "down")
+		resp.Request = r
+		return resp, nil
 	})
+	tr := New(inner, WithDeadLetter(sink), WithBudget(0, time.Hour), WithClock(newFakeClock()))
 	req, _ := newPost(t, ctx, `{"a":1}`, true)
-	resp, err := h.tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
