@@ -195,10 +195,19 @@ func (c *call) prepare() error {
 		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
 	}
 	c.startContexts()
-	// A shallow copy with its own headers: the URL and the rest are shared
-	// with the caller's request and never written.
-	c.base = req.WithContext(c.callCtx)
-	c.base.Header = stampedHeader(req.Header, c.out.CorrelationID, c.out.IdempotencyKey)
+	c.buildBase()
+	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
+	c.host = t.hosts.forURL(req.URL)
+	return nil
+}
+
+// buildBase makes the request every attempt is copied from: a shallow copy
+// of the caller's with its own headers, the URL and the rest shared and
+// never written, and a GetBody that replays the body.
+func (c *call) buildBase() {
+	p := &c.p
+	c.base = c.req.WithContext(c.callCtx)
+	c.base.Header = stampedHeader(c.req.Header, c.out.CorrelationID, c.out.IdempotencyKey)
 	c.base.Body = nil
 	c.base.GetBody = nil
 	switch {
@@ -211,9 +220,6 @@ func (c *call) prepare() error {
 			c.base.ContentLength = int64(len(p.buf))
 		}
 	}
-	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
-	c.host = t.hosts.forURL(req.URL)
-	return nil
 }
 
 // Canonical forms of the header names, used as map keys directly so that
@@ -331,33 +337,7 @@ func (c *call) loop() (*http.Response, error) {
 		}
 		a := c.attemptGuarded(body, done)
 		c.out.Attempts++
-
-		v, disp, stop := c.verdict(a.resp, a.err)
-		done(breakerVerdict(a.err, v, disp))
-		c.throttleVerdict(a.resp, v, disp)
-
-		d := decision{disp: disp, stop: stop}
-		if disp == "" {
-			d = c.decide(a.resp)
-		}
-		c.out.Reason = v.Reason
-		c.out.Status = 0
-		if a.resp != nil {
-			c.out.Status = a.resp.StatusCode
-		}
-		if logging {
-			c.logAttempt(attemptRecord{
-				n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
-				wait: d.wait, waitSource: d.waitSource,
-				latency: time.Since(sent), elapsed: c.t.clock.Now().Sub(c.start),
-			})
-		}
-		// After the attempt's line: the attempt is why the breaker moved.
-		c.logBreakerChanges()
-		if d.retry && c.trailBroken {
-			// Fail closed mid-call too, without waiting first.
-			d = decision{stop: StopAuditTrail, disp: DeadLetter}
-		}
+		d, disp := c.judge(a, done, logging, sent)
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
@@ -384,6 +364,40 @@ func (c *call) loop() (*http.Response, error) {
 			return nil, c.finishErr(c.interrupted(werr))
 		}
 	}
+}
+
+// judge settles what one attempt means: the verdict, what the breaker and
+// the throttle learn from it, whether the call goes on, and the attempt's
+// audit line. It returns the decision and the verdict's own disposition
+// ("" unless the attempt alone ends the call).
+func (c *call) judge(a sentAttempt, done func(error), logging bool, sent time.Time) (decision, Disposition) {
+	v, disp, stop := c.verdict(a.resp, a.err)
+	done(breakerVerdict(a.err, v, disp))
+	c.throttleVerdict(a.resp, v, disp)
+
+	d := decision{disp: disp, stop: stop}
+	if disp == "" {
+		d = c.decide(a.resp)
+	}
+	c.out.Reason = v.Reason
+	c.out.Status = 0
+	if a.resp != nil {
+		c.out.Status = a.resp.StatusCode
+	}
+	if logging {
+		c.logAttempt(attemptRecord{
+			n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
+			wait: d.wait, waitSource: d.waitSource,
+			latency: time.Since(sent), elapsed: c.t.clock.Now().Sub(c.start),
+		})
+	}
+	// After the attempt's line: the attempt is why the breaker moved.
+	c.logBreakerChanges()
+	if d.retry && c.trailBroken {
+		// Fail closed mid-call too, without waiting first.
+		d = decision{stop: StopAuditTrail, disp: DeadLetter}
+	}
+	return d, disp
 }
 
 // sentAttempt is one attempt as sent: the request, what came back, and how
