@@ -77,6 +77,21 @@ func (hb *hostBreaker) allow() (done func(error), err error) {
 	return hb.cb.Allow()
 }
 
+// permit is one attempt's permission from a host's breaker: the done of
+// gobreaker's two-step Allow, to be called exactly once.
+type permit struct {
+	done  func(error)
+	given bool
+}
+
+// give reports the attempt's result to the breaker, the first time only.
+func (p *permit) give(err error) {
+	if !p.given {
+		p.given = true
+		p.done(err)
+	}
+}
+
 // takeChanges returns and clears the queued state changes.
 func (hb *hostBreaker) takeChanges() []stateChange {
 	if hb == nil || !hb.hasPending.Load() {

@@ -97,6 +97,15 @@ func (e *Error) Error() string { return e.msg }
 // Unwrap returns the last cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Timeout reports whether a deadline ended the call: the caller's context
+// deadline (http.Client.Timeout among them) or the Transport's own call
+// deadline (WithBudget). With it, *Error satisfies net.Error's Timeout, so
+// os.IsTimeout and *url.Error.Timeout agree whether http.Client hands back
+// this error or its own timeout error.
+func (e *Error) Timeout() bool {
+	return errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, errCallDeadline)
+}
+
 // Is matches ErrCircuitOpen and ErrDeadLetter by disposition.
 func (e *Error) Is(target error) bool {
 	switch target {

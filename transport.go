@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ var errNoResponse = errors.New("grantretry: inner transport returned neither a r
 // attempt.
 var errAttemptTimeout = errors.New("grantretry: attempt timeout")
 
+// errRequestCanceled is the caller's cancellation by the deprecated
+// Request.Cancel channel, when no context deadline explains it.
+var errRequestCanceled = fmt.Errorf("grantretry: the request's Cancel channel was closed: %w", context.Canceled)
+
 // attemptTimeoutError marks an attempt ended by WithAttemptTimeout: transient,
 // unlike the caller's own deadline.
 type attemptTimeoutError struct {
@@ -109,12 +114,29 @@ type call struct {
 	callCancel context.CancelCauseFunc
 	callTimer  *time.Timer // ends callCtx at the budget deadline; nil if ctx ends first
 
+	// The call's timers (its deadline, each attempt's timeout) cancel the
+	// contexts a response's body is read under. Once a response is held,
+	// to be judged and perhaps handed to the caller, they must not: a
+	// timer that expires meanwhile only leaves its cancellation pending,
+	// to be carried out if the response is discarded. timerMu guards held
+	// and the pending fields; a timer's callback holds it while it
+	// cancels, so a response is held either before a timer cut it or not
+	// at all.
+	timerMu        sync.Mutex
+	held           bool
+	pendingCall    bool                    // the call's deadline expired while held
+	pendingAttempt context.CancelCauseFunc // an attempt's timeout expired while held
+
 	// The call's outcome context and, once a response is returned, its
 	// body: parts of the call so that they cost no allocation of their own.
 	octx        outcomeCtx
 	rbody       releaseOnClose
 	stopAttempt func(release bool) // of the attempt whose response is returned
 	out         Outcome
+
+	// reqCancel is the caller's deprecated Request.Cancel, nil if none:
+	// http.Client still closes it to enforce Client.Timeout.
+	reqCancel <-chan struct{}
 
 	// When the first and the last attempt were sent, on the Clock: read
 	// only for a dead letter.
@@ -158,6 +180,8 @@ func (c *call) prepare() error {
 		return err
 	}
 	c.ctx = req.Context()
+	//lint:ignore SA1019 http.Client closes Cancel for Client.Timeout, so it is the caller's cancellation too
+	c.reqCancel = req.Cancel
 
 	c.out.CorrelationID = callerCorr
 	if c.out.CorrelationID == "" {
@@ -186,7 +210,7 @@ func (c *call) prepare() error {
 	// The budget's deadline runs from the first attempt, not from reading
 	// a large body.
 	c.start = t.clock.Now()
-	if err := c.ctx.Err(); err != nil {
+	if err := c.callerErr(); err != nil {
 		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
 		return err
 	}
@@ -215,10 +239,9 @@ func (c *call) buildBase() {
 	case p.getBody != nil:
 		c.base.GetBody = p.getBody // lets net/http replay on a stale pooled connection
 	default:
+		// ContentLength stays the caller's: a body of unknown length goes
+		// out chunked, with its trailers, as the caller built it.
 		c.base.GetBody = p.replay
-		if c.base.ContentLength <= 0 {
-			c.base.ContentLength = int64(len(p.buf))
-		}
 	}
 }
 
@@ -274,8 +297,55 @@ func (c *call) startContexts() {
 	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
 	limit := c.t.cfg.deadline
 	if d, ok := c.ctx.Deadline(); !ok || time.Until(d) > limit {
-		cancel := c.callCancel
-		c.callTimer = time.AfterFunc(limit, func() { cancel(errCallDeadline) })
+		c.callTimer = time.AfterFunc(limit, c.deadlineExpired)
+	}
+}
+
+// deadlineExpired is the call timer's callback.
+func (c *call) deadlineExpired() { c.expire(c.callCancel, errCallDeadline, false) }
+
+// expire carries out a timer of the call: it cancels with cause, unless a
+// response is held, in which case the cancellation is left pending.
+func (c *call) expire(cancel context.CancelCauseFunc, cause error, attempt bool) {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	switch {
+	case !c.held:
+		cancel(cause)
+	case attempt:
+		c.pendingAttempt = cancel
+	default:
+		c.pendingCall = true
+	}
+}
+
+// hold keeps the call's timers off the contexts a response obtained under
+// ctx is read under. It fails if one of them has already cut ctx, and the
+// response with it.
+func (c *call) hold(ctx context.Context) bool {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	if cause := context.Cause(ctx); cause == errAttemptTimeout || cause == errCallDeadline {
+		return false
+	}
+	c.held = true
+	return true
+}
+
+// unhold lets the timers act again, once a held response is discarded, and
+// carries out what expired meanwhile: an attempt timeout bounds the drain,
+// and the call's deadline ends the wait.
+func (c *call) unhold() {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	c.held = false
+	if c.pendingAttempt != nil {
+		c.pendingAttempt(errAttemptTimeout)
+		c.pendingAttempt = nil
+	}
+	if c.pendingCall {
+		c.callCancel(errCallDeadline)
+		c.pendingCall = false
 	}
 }
 
@@ -308,36 +378,15 @@ func (c *call) loop() (*http.Response, error) {
 			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
 		}
 		done, err := c.host.breaker.allow()
-		c.logBreakerChanges()
 		if err != nil {
+			c.logBreakerChanges()
 			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
 			return nil, c.finishErr(err)
 		}
-
-		body, err := c.p.body()
+		a, d, disp, err := c.send(&permit{done: done})
 		if err != nil {
-			done(errBreakerExcluded)
-			c.out.StopReason = StopBodyReadFailure
-			if c.out.Attempts == 0 {
-				return nil, c.finishErr(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			}
-			// A retry could not be built: the work is still owed.
-			c.out.Disposition = DeadLetter
 			return nil, c.finishErr(err)
 		}
-		// Reading the time costs more than the rest of a success path's
-		// bookkeeping on some machines: only the audit trail needs it.
-		logging := c.t.auditing(zap.InfoLevel)
-		var sent time.Time
-		if logging {
-			sent = time.Now()
-		}
-		if c.t.cfg.letters != nil {
-			c.noteSent()
-		}
-		a := c.attemptGuarded(body, done)
-		c.out.Attempts++
-		d, disp := c.judge(a, done, logging, sent)
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
@@ -345,34 +394,106 @@ func (c *call) loop() (*http.Response, error) {
 				return c.finishResp(a)
 			}
 			a.stop(true)
-			cause := a.err
-			if disp == DeadLetter {
-				// verdict says so only when the call's deadline cut the
-				// attempt short, whose own error is then the context's
-				// "canceled": say whose deadline it was.
-				cause = fmt.Errorf("%w; the attempt in flight ended with: %v", errCallDeadline, a.err)
-			}
-			return nil, c.finishErr(cause)
+			return nil, c.finishErr(c.attemptCause(a.err, disp))
 		}
 
 		if a.resp != nil {
+			c.unhold()
 			drain(a.resp.Body)
 		}
 		a.stop(true)
 		c.budget.spend()
-		if werr := c.t.clock.Sleep(c.callCtx, d.wait); werr != nil {
+		if werr := c.wait(d.wait); werr != nil {
 			return nil, c.finishErr(c.interrupted(werr))
 		}
 	}
 }
 
+// attemptCause is the cause of a call that an attempt's error ended.
+func (c *call) attemptCause(err error, disp Disposition) error {
+	var ended error
+	switch disp {
+	case DeadLetter:
+		// verdict says so only when the call's deadline cut the attempt
+		// short, whose own error is then the context's "canceled".
+		ended = errCallDeadline
+	case Canceled:
+		ended = c.callerErr()
+	}
+	if ended == nil || errors.Is(err, ended) {
+		return err
+	}
+	// Say whose deadline or cancellation it was: the inner transport's
+	// error may not (net/http's "request canceled" for Request.Cancel).
+	return fmt.Errorf("%w; the attempt in flight ended with: %v", ended, err)
+}
+
+// send makes one attempt under the breaker's permission and judges it. A
+// non-nil error means no attempt could be built (the body failed), and the
+// outcome says how the call ends.
+//
+// Every path gives the permission back exactly once, a panic included
+// (from the caller's GetBody or Clock, the logger, the inner transport): a
+// half-open breaker whose probe is never reported refuses its host for
+// good. On a panic the call's body, response and contexts are released
+// too, and the panic goes on up, as gobreaker's own Execute does.
+func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err error) {
+	var body io.ReadCloser
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		p.give(errBreakerExcluded)
+		if body != nil {
+			body.Close() // the inner transport may not have got to it
+		}
+		if a.resp != nil {
+			closeResp(a.resp)
+		}
+		c.p.close()
+		c.stopContexts(true)
+	}()
+	// The breaker may have moved to half-open to allow this attempt.
+	c.logBreakerChanges()
+
+	body, err = c.p.body()
+	if err != nil {
+		p.give(errBreakerExcluded)
+		c.out.StopReason = StopBodyReadFailure
+		ok = true
+		if c.out.Attempts == 0 {
+			return a, d, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		// A retry could not be built: the work is still owed.
+		c.out.Disposition = DeadLetter
+		return a, d, "", err
+	}
+	// Reading the time costs more than the rest of a success path's
+	// bookkeeping on some machines: only the audit trail needs it.
+	logging := c.t.auditing(zap.InfoLevel)
+	var sent time.Time
+	if logging {
+		sent = time.Now()
+	}
+	if c.t.cfg.letters != nil {
+		c.noteSent()
+	}
+	a = c.attempt(body)
+	c.out.Attempts++
+	d, disp = c.judge(a, p, logging, sent)
+	ok = true
+	return a, d, disp, nil
+}
+
 // judge settles what one attempt means: the verdict, what the breaker and
 // the throttle learn from it, whether the call goes on, and the attempt's
 // audit line. It returns the decision and the verdict's own disposition
-// ("" unless the attempt alone ends the call).
-func (c *call) judge(a sentAttempt, done func(error), logging bool, sent time.Time) (decision, Disposition) {
+// ("" unless the attempt alone ends the call). A response it returns is
+// held (see hold) before the line is written, which may take a while.
+func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
 	v, disp, stop := c.verdict(a.resp, a.err)
-	done(breakerVerdict(a.err, v, disp))
+	p.give(breakerVerdict(a.err, v, disp))
 	c.throttleVerdict(a.resp, v, disp)
 
 	d := decision{disp: disp, stop: stop}
@@ -410,34 +531,14 @@ type sentAttempt struct {
 	stop func(release bool)
 }
 
-// attemptGuarded is attempt, made safe against a panic in the inner
-// transport: the breaker's slot is given back (a half-open breaker would
-// otherwise refuse the host for good), the call's timers and body are
-// released, and the panic goes on up, as gobreaker's own Execute does.
-func (c *call) attemptGuarded(body io.ReadCloser, done func(error)) sentAttempt {
-	ok := false
-	defer func() {
-		if !ok {
-			done(errBreakerExcluded)
-			if body != nil {
-				body.Close() // the inner transport may not have got to it
-			}
-			c.p.close()
-			c.stopContexts(true)
-		}
-	}()
-	a := c.attempt(body)
-	ok = true
-	return a
-}
-
-// attempt sends one attempt with the given body.
+// attempt sends one attempt with the given body. A response it returns is
+// held: no timer of the call cuts it until it is discarded (unhold).
 func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	ctx := c.callCtx
 	a.stop = func(bool) {}
 	if d := c.t.cfg.attemptTimeout; d > 0 {
 		actx, cancel := context.WithCancelCause(ctx)
-		timer := time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
+		timer := time.AfterFunc(d, func() { c.expire(cancel, errAttemptTimeout, true) })
 		ctx = actx
 		a.stop = func(release bool) {
 			timer.Stop()
@@ -469,6 +570,12 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
 	}
+	if a.resp != nil && !c.hold(ctx) {
+		// A timer cut the attempt as its answer arrived, and the body
+		// with it: the attempt is what the timer says it is.
+		closeResp(a.resp)
+		a.resp, a.err = nil, ctx.Err()
+	}
 	return a
 }
 
@@ -486,7 +593,7 @@ func (c *call) verdict(resp *http.Response, err error) (Classification, Disposit
 		}
 		return v, "", ""
 	}
-	if cerr := c.ctx.Err(); cerr != nil {
+	if cerr := c.callerErr(); cerr != nil {
 		return classifyError(cerr), Canceled, StopCanceled
 	}
 	if errors.Is(context.Cause(c.callCtx), errCallDeadline) {
@@ -559,7 +666,7 @@ func (c *call) decide(resp *http.Response) decision {
 
 // interrupted turns an error from the wait into the call's ending.
 func (c *call) interrupted(werr error) error {
-	if cerr := c.ctx.Err(); cerr != nil {
+	if cerr := c.callerErr(); cerr != nil {
 		c.out.Disposition, c.out.StopReason = Canceled, StopCanceled
 		return cerr
 	}
@@ -568,6 +675,51 @@ func (c *call) interrupted(werr error) error {
 		return cause
 	}
 	return werr
+}
+
+// callerErr is the caller's cancellation, nil while there is none: its
+// context's error, or, once the deprecated Request.Cancel is closed,
+// context.DeadlineExceeded if the context's deadline has passed and
+// errRequestCanceled if not. http.Client enforces Timeout on a RoundTripper
+// it does not know by a context deadline and by closing Request.Cancel at
+// the same instant; when the channel wins, the inner transport fails with
+// "request canceled" before the context reports why, and that must not be
+// taken for the funder's failure.
+func (c *call) callerErr() error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if c.reqCancel == nil {
+		return nil
+	}
+	select {
+	case <-c.reqCancel:
+	default:
+		return nil
+	}
+	if d, ok := c.ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return errRequestCanceled
+}
+
+// wait sleeps d on the Clock before the next attempt, until the call's
+// context ends. A Request.Cancel closed meanwhile ends it too; watching the
+// channel takes a goroutine, which only requests that carry one pay for.
+func (c *call) wait(d time.Duration) error {
+	if c.reqCancel == nil {
+		return c.t.clock.Sleep(c.callCtx, d)
+	}
+	ctx, stop := context.WithCancel(c.callCtx)
+	defer stop()
+	go func() {
+		select {
+		case <-c.reqCancel:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	return c.t.clock.Sleep(ctx, d)
 }
 
 // finishResp hands a response to the caller: the outcome is recorded where
