@@ -56,10 +56,6 @@ const (
 	FieldTornOffset    = "torn_offset" // on trail_recovered: where the cut bytes began in the file
 )
 
-// ErrAuditTrail matches every error of an AuditTrail, of VerifyAuditTrail
-// and of ReadAuditTrail.
-var ErrAuditTrail = errors.New("grantretry: audit trail")
-
 // errTrailClosed is what a closed trail answers.
 var errTrailClosed = fmt.Errorf("%w: closed", ErrAuditTrail)
 
@@ -151,26 +147,6 @@ func (e *brokenError) Unwrap() error { return e.first }
 
 var _ zapcore.WriteSyncer = (*AuditTrail)(nil)
 
-// trailEncoderConfig is the encoding of every trail record: the Transport's
-// and the trail's own.
-func trailEncoderConfig() zapcore.EncoderConfig {
-	return zapcore.EncoderConfig{
-		TimeKey:        "ts",
-		LevelKey:       "level",
-		MessageKey:     "msg",
-		LineEnding:     "\n",
-		EncodeTime:     encodeTrailTime,
-		EncodeLevel:    zapcore.LowercaseLevelEncoder,
-		EncodeDuration: zapcore.StringDurationEncoder,
-	}
-}
-
-// encodeTrailTime writes RFC 3339 with nanoseconds in UTC, so records
-// written in any zone sort and compare as text.
-func encodeTrailTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
-	enc.AppendString(t.UTC().Format(time.RFC3339Nano))
-}
-
 // OpenAuditTrail opens the trail whose live file is path, creating it if
 // there is none, and continues its chain. Its directory must exist. The
 // trail's files are path (live, mode 0600, opened O_APPEND), path.000001
@@ -220,7 +196,7 @@ func newAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 		path:    filepath.Clean(path),
 		maxSize: o.MaxFileSize,
 		clock:   o.Clock,
-		enc:     zapcore.NewJSONEncoder(trailEncoderConfig()),
+		enc:     zapcore.NewJSONEncoder(AuditEncoderConfig()),
 		h:       sha256.New(),
 	}
 	t.head, t.dir = t.path+".head", filepath.Dir(t.path)

@@ -25,7 +25,7 @@ import (
 // trailLogger writes to trail as the Transport does: zap's JSON encoder
 // with the trail's encoder config, its times from clk.
 func trailLogger(trail *AuditTrail, clk zapcore.Clock) *zap.Logger {
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(trailEncoderConfig()), trail, zap.DebugLevel)
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(AuditEncoderConfig()), trail, zap.DebugLevel)
 	return zap.New(core, zap.WithClock(clk))
 }
 

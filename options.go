@@ -52,7 +52,7 @@ type config struct {
 	replayLimit    int64
 	redact         redactor
 	letters        DeadLetterSink
-	trail          trailSink    // nil: no audit trail
+	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error
 }

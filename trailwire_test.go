@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// fakeTrail is a trailSink that records what the Transport did to it, and
+// fakeTrail is an AuditSink that records what the Transport did to it, and
 // fails as told: from the failAt-th write on (0: never), or on Sync.
 type fakeTrail struct {
 	mu       sync.Mutex
@@ -66,7 +66,42 @@ func (f *fakeTrail) log() []string {
 }
 
 func withFakeTrail(f *fakeTrail) Option {
-	return withTrail(f, zap.NewProductionEncoderConfig())
+	return WithAuditTrail(f)
+}
+
+// A nil sink, and an interface holding a nil pointer, are refused before
+// they could panic on the first record.
+func TestWithAuditTrailRefusesNilAndTypedNil(t *testing.T) {
+	var typed *fakeTrail
+	for name, sink := range map[string]AuditSink{"nil": nil, "typed nil": typed} {
+		tr := New(httpmock.NewMockTransport(), WithAuditTrail(sink))
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: error %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// A sink whose errors do not match ErrAuditTrail still yields errors that
+// do, as Outcome.RecordErr promises: the failed record, and the call not
+// sent after it.
+func TestSinkErrorsMatchErrAuditTrail(t *testing.T) {
+	trail := &fakeTrail{failAt: 1}
+	h := newHarness(t, withFakeTrail(trail))
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if o := mustOutcome(t, resp); !errors.Is(o.RecordErr, ErrAuditTrail) || !errors.Is(o.RecordErr, errDiskGone) {
+		t.Errorf("RecordErr %v, want it to match ErrAuditTrail and the sink's own error", o.RecordErr)
+	}
+	req, _ = http.NewRequest(http.MethodGet, funderURL, nil)
+	if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrAuditTrail) || !errors.Is(err, errDiskGone) {
+		t.Errorf("error %v, want it to match ErrAuditTrail and the sink's own error", err)
+	}
 }
 
 // Every audit line goes to the trail, and the trail is synced once per

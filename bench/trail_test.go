@@ -12,22 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// trailEncoderConfig is the encoding grantretry gives its audit trail
-// records (the library's unexported trailEncoderConfig).
-func trailEncoderConfig() zapcore.EncoderConfig {
-	return zapcore.EncoderConfig{
-		TimeKey:    "ts",
-		LevelKey:   "level",
-		MessageKey: "msg",
-		LineEnding: "\n",
-		EncodeTime: func(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
-			enc.AppendString(t.UTC().Format(time.RFC3339Nano))
-		},
-		EncodeLevel:    zapcore.LowercaseLevelEncoder,
-		EncodeDuration: zapcore.StringDurationEncoder,
-	}
-}
-
 // attemptFields are the fields of a realistic attempt record: a reset
 // connection on the second attempt of a submission, with a backoff wait.
 func attemptFields() []zapcore.Field {
@@ -53,7 +37,7 @@ func attemptFields() []zapcore.Field {
 // attemptLine is one attempt record as the Transport hands it to the
 // trail, before the chain fields.
 func attemptLine(b *testing.B) []byte {
-	enc := zapcore.NewJSONEncoder(trailEncoderConfig())
+	enc := zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig())
 	ent := zapcore.Entry{Level: zapcore.InfoLevel, Time: time.Date(2026, 11, 30, 9, 0, 0, 123456789, time.UTC), Message: grantretry.MsgAttempt}
 	buf, err := enc.EncodeEntry(ent, attemptFields())
 	if err != nil {
@@ -153,7 +137,7 @@ func BenchmarkAuditTrail(b *testing.B) {
 // benchZapAttempt logs one attempt record per op to ws, encoded as the
 // Transport encodes its trail records.
 func benchZapAttempt(b *testing.B, ws zapcore.WriteSyncer) {
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(trailEncoderConfig()), ws, zap.DebugLevel))
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()), ws, zap.DebugLevel))
 	fields := attemptFields()
 	b.ReportAllocs()
 	for range b.N {
