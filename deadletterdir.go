@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -502,4 +503,22 @@ func checkLetterBody(l *Letter) error {
 		return nil
 	}
 	return badLetter(l.ID, "body does not match body_sha256")
+}
+
+// syncDir makes a directory's entries durable: a file created, renamed,
+// linked or removed in it stays so after a crash. Windows cannot sync a
+// directory, and its filesystems journal renames anyway.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

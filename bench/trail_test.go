@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -46,16 +47,16 @@ func attemptLine(b *testing.B) []byte {
 	return append([]byte(nil), buf.Bytes()...)
 }
 
-func openBenchTrail(b *testing.B) *grantretry.AuditTrail {
-	trail, err := grantretry.OpenAuditTrail(filepath.Join(b.TempDir(), "trail.jsonl"), grantretry.AuditTrailOptions{})
+func openBenchTrail(b *testing.B) *trail.Trail {
+	sink, err := trail.Open(filepath.Join(b.TempDir(), "trail.jsonl"), trail.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { trail.Close() })
-	return trail
+	b.Cleanup(func() { sink.Close() })
+	return sink
 }
 
-// BenchmarkAuditTrail times grantretry.AuditTrail, the hash-chained audit
+// BenchmarkAuditTrail times trail.Trail, the hash-chained audit
 // sink (see docs/audit-trail.md): a record appended without a sync, as
 // every attempt is; a record and a sync, as every disposition is; and a
 // realistic attempt record encoded by zap and written to the trail against
@@ -63,24 +64,24 @@ func openBenchTrail(b *testing.B) *grantretry.AuditTrail {
 // difference.
 func BenchmarkAuditTrail(b *testing.B) {
 	b.Run("op=write", func(b *testing.B) {
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := trail.Write(line); err != nil {
+			if _, err := sink.Write(line); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("op=write+sync", func(b *testing.B) {
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := trail.Write(line); err != nil {
+			if _, err := sink.Write(line); err != nil {
 				b.Fatal(err)
 			}
-			if err := trail.Sync(); err != nil {
+			if err := sink.Sync(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -88,17 +89,17 @@ func BenchmarkAuditTrail(b *testing.B) {
 	b.Run("op=write+sync/parallel=8", func(b *testing.B) {
 		// Eight goroutines per core each append a record and sync, as
 		// concurrent calls end: one fsync may cover several of them.
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.SetParallelism(8)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := trail.Write(line); err != nil {
+				if _, err := sink.Write(line); err != nil {
 					b.Error(err)
 					return
 				}
-				if err := trail.Sync(); err != nil {
+				if err := sink.Sync(); err != nil {
 					b.Error(err)
 					return
 				}
@@ -109,8 +110,8 @@ func BenchmarkAuditTrail(b *testing.B) {
 		// A whole call through the Transport with its trail: an attempt
 		// record, a disposition record and the sync that makes the
 		// disposition durable before the caller has it.
-		trail := openBenchTrail(b)
-		client := &http.Client{Transport: grantretry.New(cannedTransport{}, grantretry.WithAuditTrail(trail))}
+		sink := openBenchTrail(b)
+		client := &http.Client{Transport: grantretry.New(cannedTransport{}, grantretry.WithAuditTrail(sink))}
 		ctx := contextFor(http.MethodGet)
 		b.ReportAllocs()
 		for range b.N {
@@ -118,7 +119,7 @@ func BenchmarkAuditTrail(b *testing.B) {
 				b.Fatalf("status %d, err %v", code, err)
 			}
 		}
-		if err := trail.Err(); err != nil {
+		if err := sink.Err(); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -126,9 +127,9 @@ func BenchmarkAuditTrail(b *testing.B) {
 		benchZapAttempt(b, zapcore.AddSync(io.Discard))
 	})
 	b.Run("op=zap-attempt/sink=trail", func(b *testing.B) {
-		trail := openBenchTrail(b)
-		benchZapAttempt(b, trail)
-		if err := trail.Err(); err != nil {
+		sink := openBenchTrail(b)
+		benchZapAttempt(b, sink)
+		if err := sink.Err(); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 )
 
 // records is what the pipeline keeps on disk: the hash-chained audit trail
 // and the dead letters, in one directory.
 type records struct {
 	dir     string
-	trail   *grantretry.AuditTrail
+	trail   *trail.Trail
 	letters *grantretry.DeadLetterDir
 }
 
@@ -29,16 +30,16 @@ const (
 )
 
 func openRecords(dir string) (*records, error) {
-	trail, err := grantretry.OpenAuditTrail(filepath.Join(dir, trailName), grantretry.AuditTrailOptions{})
+	sink, err := trail.Open(filepath.Join(dir, trailName), trail.Options{})
 	if err != nil {
 		return nil, err
 	}
 	letters, err := grantretry.OpenDeadLetterDir(filepath.Join(dir, lettersName))
 	if err != nil {
-		trail.Close()
+		sink.Close()
 		return nil, err
 	}
-	return &records{dir: dir, trail: trail, letters: letters}, nil
+	return &records{dir: dir, trail: sink, letters: letters}, nil
 }
 
 // options make a Transport write its audit trail and keep its dead letters
@@ -121,7 +122,7 @@ func (r *records) verifyTrail(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sum, err := grantretry.VerifyAuditTrail(files...)
+	sum, err := trail.Verify(files...)
 	if err != nil {
 		return err
 	}
@@ -137,10 +138,10 @@ func (r *records) verifyTrail(w io.Writer) error {
 
 // printNextSteps tells the reader how to look at what the demo kept.
 func (r *records) printNextSteps(w io.Writer) {
-	trail := filepath.Join(r.dir, trailName)
+	live := filepath.Join(r.dir, trailName)
 	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", trail)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", trail)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, grantretry.RedeliveredDir))
 }

@@ -1,4 +1,4 @@
-package grantretry
+package trail
 
 import (
 	"bufio"
@@ -18,14 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grantretry/grantretry"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 // trailLogger writes to trail as the Transport does: zap's JSON encoder
 // with the trail's encoder config, its times from clk.
-func trailLogger(trail *AuditTrail, clk zapcore.Clock) *zap.Logger {
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(AuditEncoderConfig()), trail, zap.DebugLevel)
+func trailLogger(trail *Trail, clk zapcore.Clock) *zap.Logger {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()), trail, zap.DebugLevel)
 	return zap.New(core, zap.WithClock(clk))
 }
 
@@ -36,47 +37,47 @@ func (c fakeZapClock) NewTicker(d time.Duration) *time.Ticker { return time.NewT
 
 // logAttempt writes a realistic attempt record of call corr.
 func logAttempt(log *zap.Logger, corr string, n int) {
-	log.Info(MsgAttempt,
-		zap.String(FieldCorrelationID, corr),
-		zap.String(FieldIdempotencyKey, "idem-"+corr),
-		zap.String(FieldSubmissionID, "GRANT-2026-0042"),
-		zap.String(FieldMethod, "POST"),
-		zap.String(FieldHost, "grants.example.gov"),
-		zap.String(FieldPath, "/v1/applications"),
-		zap.Int(FieldAttempt, n),
-		zap.Int(FieldStatus, 503),
-		zap.String(FieldError, ""),
-		zap.String(FieldReason, "transient:503"),
-		zap.Bool(FieldRetryable, true),
-		zap.Duration(FieldWait, 1500*time.Millisecond),
-		zap.String(FieldWaitSource, "backoff"),
-		zap.Duration(FieldLatency, 80*time.Millisecond),
-		zap.Duration(FieldElapsed, 2*time.Second),
+	log.Info(grantretry.MsgAttempt,
+		zap.String(grantretry.FieldCorrelationID, corr),
+		zap.String(grantretry.FieldIdempotencyKey, "idem-"+corr),
+		zap.String(grantretry.FieldSubmissionID, "GRANT-2026-0042"),
+		zap.String(grantretry.FieldMethod, "POST"),
+		zap.String(grantretry.FieldHost, "grants.example.gov"),
+		zap.String(grantretry.FieldPath, "/v1/applications"),
+		zap.Int(grantretry.FieldAttempt, n),
+		zap.Int(grantretry.FieldStatus, 503),
+		zap.String(grantretry.FieldError, ""),
+		zap.String(grantretry.FieldReason, "transient:503"),
+		zap.Bool(grantretry.FieldRetryable, true),
+		zap.Duration(grantretry.FieldWait, 1500*time.Millisecond),
+		zap.String(grantretry.FieldWaitSource, "backoff"),
+		zap.Duration(grantretry.FieldLatency, 80*time.Millisecond),
+		zap.Duration(grantretry.FieldElapsed, 2*time.Second),
 	)
 }
 
 // logDisposition writes a realistic disposition record of call corr.
-func logDisposition(log *zap.Logger, corr string, d Disposition) {
-	log.Warn(MsgDisposition,
-		zap.String(FieldCorrelationID, corr),
-		zap.String(FieldIdempotencyKey, "idem-"+corr),
-		zap.String(FieldSubmissionID, "GRANT-2026-0042"),
-		zap.String(FieldMethod, "POST"),
-		zap.String(FieldHost, "grants.example.gov"),
-		zap.String(FieldPath, "/v1/applications"),
-		zap.String(FieldDisposition, string(d)),
-		zap.Int(FieldAttempts, 3),
-		zap.String(FieldStopReason, string(d)),
-		zap.Int(FieldStatus, 503),
-		zap.String(FieldPayloadSHA256, strings.Repeat("ab", 32)),
-		zap.Int64(FieldPayloadBytes, 1843),
-		zap.Duration(FieldElapsed, 4*time.Second),
+func logDisposition(log *zap.Logger, corr string, d grantretry.Disposition) {
+	log.Warn(grantretry.MsgDisposition,
+		zap.String(grantretry.FieldCorrelationID, corr),
+		zap.String(grantretry.FieldIdempotencyKey, "idem-"+corr),
+		zap.String(grantretry.FieldSubmissionID, "GRANT-2026-0042"),
+		zap.String(grantretry.FieldMethod, "POST"),
+		zap.String(grantretry.FieldHost, "grants.example.gov"),
+		zap.String(grantretry.FieldPath, "/v1/applications"),
+		zap.String(grantretry.FieldDisposition, string(d)),
+		zap.Int(grantretry.FieldAttempts, 3),
+		zap.String(grantretry.FieldStopReason, string(d)),
+		zap.Int(grantretry.FieldStatus, 503),
+		zap.String(grantretry.FieldPayloadSHA256, strings.Repeat("ab", 32)),
+		zap.Int64(grantretry.FieldPayloadBytes, 1843),
+		zap.Duration(grantretry.FieldElapsed, 4*time.Second),
 	)
 }
 
-func openTestTrail(t *testing.T, path string, o AuditTrailOptions) *AuditTrail {
+func openTestTrail(t *testing.T, path string, o Options) *Trail {
 	t.Helper()
-	trail, err := OpenAuditTrail(path, o)
+	trail, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func mustLink(t *testing.T, line []byte) link {
 func messages(t *testing.T, dir string) []string {
 	t.Helper()
 	var msgs []string
-	_, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
+	_, err := Read(trailFiles(t, dir), func(r Record) error {
 		msgs = append(msgs, r.Msg)
 		return nil
 	})
@@ -161,7 +162,7 @@ func messages(t *testing.T, dir string) []string {
 // nanoseconds, lowercase level, durations as text, no caller or logger.
 func TestTrailEncoderConfig(t *testing.T) {
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{})
 	clk := newFakeClock()
 	clk.now = time.Date(2026, 11, 30, 4, 0, 0, 500_000_000, time.FixedZone("EST", -5*3600))
 	log := trailLogger(trail, fakeZapClock{clk}).Named("audit").WithOptions(zap.AddCaller(), zap.AddStacktrace(zap.InfoLevel))
@@ -190,7 +191,7 @@ func TestTrailEncoderConfig(t *testing.T) {
 func TestAuditTrailChainFields(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{Clock: clk})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{Clock: clk})
 	logAttempt(trailLogger(trail, fakeZapClock{clk}), "c1", 1)
 	lines := readLines(t, filepath.Join(dir, "trail.jsonl"))
 	if len(lines) != 2 {
@@ -218,7 +219,7 @@ func TestAuditTrailChainFields(t *testing.T) {
 func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 	const writers, each = 50, 100
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 256 << 10})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 256 << 10})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -236,8 +237,8 @@ func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 	}
 	files := trailFiles(t, dir)
 	seen := map[string]int{}
-	sum, err := ReadAuditTrail(files, func(r TrailRecord) error {
-		if c, ok := r.Fields[FieldCorrelationID].(string); ok {
+	sum, err := Read(files, func(r Record) error {
+		if c, ok := r.Fields[grantretry.FieldCorrelationID].(string); ok {
 			seen[c]++
 		}
 		return nil
@@ -249,8 +250,8 @@ func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 		t.Errorf("%d files, %d in the summary, want 3 or more", len(files), len(sum.Files))
 	}
 	// trail_opened, then one trail_continued per rotated file
-	if want := writers*each + len(files); sum.Records != want || sum.Messages[MsgAttempt] != writers*each {
-		t.Errorf("%d records (%d attempts), want %d (%d)", sum.Records, sum.Messages[MsgAttempt], want, writers*each)
+	if want := writers*each + len(files); sum.Records != want || sum.Messages[grantretry.MsgAttempt] != writers*each {
+		t.Errorf("%d records (%d attempts), want %d (%d)", sum.Records, sum.Messages[grantretry.MsgAttempt], want, writers*each)
 	}
 	for c, n := range seen {
 		if n != 1 {
@@ -271,7 +272,7 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 	const writers, each = 8, 25
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 8 << 10})
+	trail := openTestTrail(t, path, Options{MaxFileSize: 8 << 10})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	var mu sync.Mutex
 	headAfter := map[string]uint64{} // record -> head seq once its Sync returned
@@ -303,8 +304,8 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqOf := map[string]uint64{}
-	sum, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
-		if c, ok := r.Fields[FieldCorrelationID].(string); ok {
+	sum, err := Read(trailFiles(t, dir), func(r Record) error {
+		if c, ok := r.Fields[grantretry.FieldCorrelationID].(string); ok {
 			seqOf[c] = r.Seq
 		}
 		return nil
@@ -326,7 +327,7 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 // the new one with trail_continued, naming the file the chain comes from.
 func TestAuditTrailRotationContinuesTheChain(t *testing.T) {
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 2000})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 2000})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	for i := range 12 {
 		logAttempt(log, "c", i+1)
@@ -338,12 +339,12 @@ func TestAuditTrailRotationContinuesTheChain(t *testing.T) {
 	}
 	for i, f := range files[1:] {
 		first := string(readLines(t, f)[0])
-		want := fmt.Sprintf(`"msg":"%s","file":"trail.jsonl","prev_file":"%s"`, MsgTrailContinued, filepath.Base(files[i]))
+		want := fmt.Sprintf(`"msg":"%s","file":"trail.jsonl","prev_file":"%s"`, MsgContinued, filepath.Base(files[i]))
 		if !strings.Contains(first, want) {
 			t.Errorf("%s starts with %s, want %s", f, first, want)
 		}
 	}
-	if _, err := VerifyAuditTrail(files...); err != nil {
+	if _, err := Verify(files...); err != nil {
 		t.Error(err)
 	}
 }
@@ -372,10 +373,10 @@ func TestAuditTrailRefusesMalformedRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			before := readLines(t, path)
 			n, err := trail.Write([]byte(tc.p))
-			if n != 0 || !errors.Is(err, ErrAuditTrail) {
+			if n != 0 || !errors.Is(err, grantretry.ErrAuditTrail) {
 				t.Fatalf("Write = %d, %v; want 0 and ErrAuditTrail", n, err)
 			}
 			if after := readLines(t, path); len(after) != len(before) {
@@ -400,12 +401,12 @@ func TestAuditTrailAcceptsKeysThatOnlyLookReserved(t *testing.T) {
 	} {
 		t.Run(rec, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			if _, err := trail.Write([]byte(rec + "\n")); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			trail.Close()
-			if _, err := VerifyAuditTrail(path); err != nil {
+			if _, err := Verify(path); err != nil {
 				t.Error(err)
 			}
 		})
@@ -415,13 +416,13 @@ func TestAuditTrailAcceptsKeysThatOnlyLookReserved(t *testing.T) {
 // Several records in one Write are each chained.
 func TestAuditTrailWriteChainsEachLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	p := []byte(`{"msg":"a"}` + "\n" + `{"msg":"b"}` + "\n")
 	if n, err := trail.Write(p); n != len(p) || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
 	trail.Close()
-	if got := messages(t, filepath.Dir(path)); !slices.Equal(got, []string{MsgTrailOpened, "a", "b"}) {
+	if got := messages(t, filepath.Dir(path)); !slices.Equal(got, []string{MsgOpened, "a", "b"}) {
 		t.Errorf("records %q", got)
 	}
 }
@@ -429,13 +430,13 @@ func TestAuditTrailWriteChainsEachLine(t *testing.T) {
 // A write failure is returned, and every later Write and Sync fails with
 // an error wrapping it: a chain with a hole does not go on.
 func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
-	trail := openTestTrail(t, filepath.Join(t.TempDir(), "trail.jsonl"), AuditTrailOptions{})
+	trail := openTestTrail(t, filepath.Join(t.TempDir(), "trail.jsonl"), Options{})
 	trail.mu.Lock()
 	trail.f.Close() // the disk goes away under the trail
 	trail.mu.Unlock()
 	rec := []byte(`{"msg":"a"}` + "\n")
 	_, first := trail.Write(rec)
-	if !errors.Is(first, ErrAuditTrail) || !errors.Is(first, os.ErrClosed) {
+	if !errors.Is(first, grantretry.ErrAuditTrail) || !errors.Is(first, os.ErrClosed) {
 		t.Fatalf("Write: %v, want ErrAuditTrail wrapping os.ErrClosed", first)
 	}
 	if trail.Err() != first {
@@ -445,7 +446,7 @@ func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
 	if err := trail.Sync(); !errors.Is(err, first) {
 		t.Errorf("Sync after the failure: %v, want it to wrap %v", err, first)
 	}
-	if !errors.Is(later, first) || !errors.Is(later, ErrAuditTrail) {
+	if !errors.Is(later, first) || !errors.Is(later, grantretry.ErrAuditTrail) {
 		t.Errorf("Write after the failure: %v, want it to wrap %v", later, first)
 	}
 	if err := trail.Close(); !errors.Is(err, first) {
@@ -456,23 +457,23 @@ func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
 // Close syncs; writes after it fail, and Err says the trail is closed.
 func TestAuditTrailClosedRefusesWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	if _, err := trail.Write([]byte(`{"msg":"a"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := trail.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := trail.Write([]byte(`{"msg":"b"}` + "\n")); !errors.Is(err, ErrAuditTrail) {
+	if _, err := trail.Write([]byte(`{"msg":"b"}` + "\n")); !errors.Is(err, grantretry.ErrAuditTrail) {
 		t.Errorf("Write after Close: %v", err)
 	}
-	if !errors.Is(trail.Err(), ErrAuditTrail) {
+	if !errors.Is(trail.Err(), grantretry.ErrAuditTrail) {
 		t.Errorf("Err() after Close = %v", trail.Err())
 	}
 	if err := trail.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if sum, err := VerifyAuditTrail(path); err != nil || sum.HeadSeq != 2 {
+	if sum, err := Verify(path); err != nil || sum.HeadSeq != 2 {
 		t.Errorf("after Close: head seq %d, %v; want 2 (synced)", sum.HeadSeq, err)
 	}
 }
@@ -481,7 +482,7 @@ func TestAuditTrailClosedRefusesWrites(t *testing.T) {
 // since, it does not touch the disk.
 func TestAuditTrailSyncWritesHead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	if _, err := trail.Write([]byte(`{"msg":"a"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -510,13 +511,13 @@ func TestAuditTrailReopenContinuesChain(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
 	for range 2 {
-		trail := openTestTrail(t, path, AuditTrailOptions{})
+		trail := openTestTrail(t, path, Options{})
 		logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
 		if err := trail.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := []string{MsgTrailOpened, MsgAttempt, MsgTrailReopened, MsgAttempt}
+	want := []string{MsgOpened, grantretry.MsgAttempt, MsgReopened, grantretry.MsgAttempt}
 	if got := messages(t, dir); !slices.Equal(got, want) {
 		t.Errorf("records %q, want %q", got, want)
 	}
@@ -538,16 +539,16 @@ func TestAuditTrailRecoversTornTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
 			trail.Close()
 			lines := readLines(t, path)
 			// the record that was being appended when the crash came
 			torn := tc.torn(bytes.Replace(lines[1], []byte(`"seq":2`), []byte(`"seq":3`), 1))
 			appendBytes(t, path, torn)
-			trail = openTestTrail(t, path, AuditTrailOptions{})
+			trail = openTestTrail(t, path, Options{})
 			trail.Close()
-			want := []string{MsgTrailOpened, MsgAttempt, MsgTrailRecovered, MsgTrailReopened}
+			want := []string{MsgOpened, grantretry.MsgAttempt, MsgRecovered, MsgReopened}
 			if got := messages(t, dir); !slices.Equal(got, want) {
 				t.Errorf("records %q, want %q", got, want)
 			}
@@ -594,7 +595,7 @@ func TestAuditTrailRefusesDamagedTrail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			log := trailLogger(trail, zapcore.DefaultClock)
 			for i := range 3 {
 				logAttempt(log, "c", i+1)
@@ -602,7 +603,7 @@ func TestAuditTrailRefusesDamagedTrail(t *testing.T) {
 			trail.Close()
 			tc.damage(t, path)
 			before, _ := os.ReadFile(path)
-			if tr, err := OpenAuditTrail(path, AuditTrailOptions{}); !errors.Is(err, ErrAuditTrail) {
+			if tr, err := Open(path, Options{}); !errors.Is(err, grantretry.ErrAuditTrail) {
 				if tr != nil {
 					tr.Close()
 				}
@@ -620,15 +621,15 @@ func TestAuditTrailRefusesDamagedTrail(t *testing.T) {
 func TestAuditTrailReopenAfterCrashMidRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
 	trail.Close()
 	if err := os.Rename(path, path+".000001"); err != nil {
 		t.Fatal(err)
 	}
-	trail = openTestTrail(t, path, AuditTrailOptions{})
+	trail = openTestTrail(t, path, Options{})
 	trail.Close()
-	want := []string{MsgTrailOpened, MsgAttempt, MsgTrailContinued, MsgTrailReopened}
+	want := []string{MsgOpened, grantretry.MsgAttempt, MsgContinued, MsgReopened}
 	if got := messages(t, dir); !slices.Equal(got, want) {
 		t.Errorf("records %q, want %q", got, want)
 	}
@@ -638,18 +639,18 @@ func TestOpenAuditTrailRejectsBadArguments(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		path string
-		o    AuditTrailOptions
+		o    Options
 	}{
-		{"empty path", "", AuditTrailOptions{}},
-		{"negative size", "trail.jsonl", AuditTrailOptions{MaxFileSize: -1}},
-		{"missing directory", "no/such/dir/trail.jsonl", AuditTrailOptions{}},
+		{"empty path", "", Options{}},
+		{"negative size", "trail.jsonl", Options{MaxFileSize: -1}},
+		{"missing directory", "no/such/dir/trail.jsonl", Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.path
 			if path != "" {
 				path = filepath.Join(t.TempDir(), path)
 			}
-			if tr, err := OpenAuditTrail(path, tc.o); !errors.Is(err, ErrAuditTrail) || tr != nil {
+			if tr, err := Open(path, tc.o); !errors.Is(err, grantretry.ErrAuditTrail) || tr != nil {
 				t.Errorf("OpenAuditTrail = %v, %v; want nil and ErrAuditTrail", tr, err)
 			}
 		})
@@ -668,7 +669,7 @@ func TestAuditTrailCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the crash tests' child process")
 	}
-	trail, err := OpenAuditTrail(filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 8 << 10})
+	trail, err := Open(filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 8 << 10})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -680,7 +681,7 @@ func TestAuditTrailCrashChild(t *testing.T) {
 			logAttempt(log, corr, n%5)
 			continue
 		}
-		logDisposition(log, corr, Succeeded)
+		logDisposition(log, corr, grantretry.Succeeded)
 		if err := trail.Sync(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -730,13 +731,13 @@ func killChild(t *testing.T, dir string, n int) map[uint64]string {
 // record reported synced is in it, unchanged.
 func checkSynced(t *testing.T, dir string, synced map[uint64]string) []string {
 	t.Helper()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{})
 	if err := trail.Close(); err != nil {
 		t.Fatal(err)
 	}
 	got := map[uint64]string{}
 	var msgs []string
-	_, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
+	_, err := Read(trailFiles(t, dir), func(r Record) error {
 		got[r.Seq] = r.Hash
 		msgs = append(msgs, r.Msg)
 		return nil
@@ -758,7 +759,7 @@ func TestAuditTrailCrashKeepsSyncedRecords(t *testing.T) {
 	dir := t.TempDir()
 	synced := killChild(t, dir, 40)
 	msgs := checkSynced(t, dir, synced)
-	if !slices.Contains(msgs, MsgTrailReopened) {
+	if !slices.Contains(msgs, MsgReopened) {
 		t.Error("no trail_reopened after the crash")
 	}
 }
@@ -770,19 +771,19 @@ func TestAuditTrailCrashMidAppendRecovers(t *testing.T) {
 	synced := killChild(t, dir, 30)
 	appendBytes(t, filepath.Join(dir, "trail.jsonl"), []byte(`{"level":"info","ts":"2026-11-30T09:00:00Z","msg":"grantretry.attempt","correlation_id":"call-`))
 	msgs := checkSynced(t, dir, synced)
-	if !slices.Contains(msgs, MsgTrailRecovered) {
+	if !slices.Contains(msgs, MsgRecovered) {
 		t.Error("no trail_recovered after the torn append")
 	}
 }
 
 // killTrail leaves trail as a process killed mid-stream would: records
 // written, the last ones never synced, nothing closed cleanly.
-func killTrail(t *testing.T, trail *AuditTrail) {
+func killTrail(t *testing.T, trail *Trail) {
 	t.Helper()
 	trail.mu.Lock()
 	defer trail.mu.Unlock()
 	trail.f.Close()
-	trail.fault.CompareAndSwap(nil, &trailFault{first: errTrailClosed, later: errTrailClosed})
+	trail.fault.CompareAndSwap(nil, &trailFault{first: errClosed, later: errClosed})
 	trail.closed = true
 }
 
@@ -807,9 +808,9 @@ func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			log := trailLogger(trail, zapcore.DefaultClock)
-			logDisposition(log, "a", Succeeded)
+			logDisposition(log, "a", grantretry.Succeeded)
 			if err := trail.Sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -823,11 +824,11 @@ func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
 			offset := len(lines[0]) + len(lines[1]) + len(lines[2])
 			torn := bytes.Join(lines[3:], nil)
 
-			trail = openTestTrail(t, path, AuditTrailOptions{})
+			trail = openTestTrail(t, path, Options{})
 			if err := trail.Close(); err != nil {
 				t.Fatal(err)
 			}
-			want := []string{MsgTrailOpened, MsgDisposition, MsgAttempt, MsgTrailRecovered, MsgTrailReopened}
+			want := []string{MsgOpened, grantretry.MsgDisposition, grantretry.MsgAttempt, MsgRecovered, MsgReopened}
 			if got := messages(t, dir); !slices.Equal(got, want) {
 				t.Fatalf("records %q, want %q", got, want)
 			}
@@ -849,7 +850,7 @@ func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
 func TestAuditTrailSyncCoversARotationDuringItsFsync(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 2000})
+	trail := openTestTrail(t, path, Options{MaxFileSize: 2000})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	logAttempt(log, "a", 1)
 	var synced []*os.File // the file each fsync was about to sync
@@ -878,13 +879,13 @@ func TestAuditTrailSyncCoversARotationDuringItsFsync(t *testing.T) {
 		t.Errorf("the later Sync did not sync the new live file")
 	}
 	checkHeadAtLast(t, trail)
-	if _, err := VerifyAuditTrail(trailFiles(t, dir)...); err != nil {
+	if _, err := Verify(trailFiles(t, dir)...); err != nil {
 		t.Error(err)
 	}
 }
 
 // checkHeadAtLast checks that the head names the last record written.
-func checkHeadAtLast(t *testing.T, trail *AuditTrail) {
+func checkHeadAtLast(t *testing.T, trail *Trail) {
 	t.Helper()
 	trail.mu.Lock()
 	seq, last := trail.seq, trail.last
@@ -898,7 +899,7 @@ func checkHeadAtLast(t *testing.T, trail *AuditTrail) {
 // lockCheckClock counts the calls of Now made while its trail's mu was
 // held, which STYLE forbids: a Clock is the caller's code.
 type lockCheckClock struct {
-	trail       atomic.Pointer[AuditTrail]
+	trail       atomic.Pointer[Trail]
 	calls, held atomic.Int32
 }
 
@@ -921,7 +922,7 @@ func (c *lockCheckClock) Sleep(ctx context.Context, _ time.Duration) error { ret
 func TestAuditTrailReadsClockWithoutLock(t *testing.T) {
 	dir := t.TempDir()
 	clk := &lockCheckClock{}
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 2000, Clock: clk})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 2000, Clock: clk})
 	clk.trail.Store(trail)
 	log := trailLogger(trail, zapcore.DefaultClock)
 	for i := range 8 {

@@ -1,4 +1,4 @@
-package grantretry
+package trail
 
 import (
 	"bufio"
@@ -18,11 +18,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grantretry/grantretry"
 )
 
-// TrailError is the first broken record VerifyAuditTrail or ReadAuditTrail
+// Error is the first broken record Verify or Read
 // found. It matches ErrAuditTrail.
-type TrailError struct {
+type Error struct {
 	File string // the file, as given
 	Line int    // 1-based line number in File
 	// Seq is the record's seq, or, when the record's own cannot be read,
@@ -34,12 +36,12 @@ type TrailError struct {
 }
 
 // Error returns "grantretry: audit trail: FILE line N (record seq S): PROBLEM".
-func (e *TrailError) Error() string {
+func (e *Error) Error() string {
 	return "grantretry: audit trail: " + e.Position() + ": " + e.Problem
 }
 
 // Position returns "FILE line N (record seq S)".
-func (e *TrailError) Position() string {
+func (e *Error) Position() string {
 	s := e.File
 	if e.Line > 0 {
 		s += " line " + strconv.Itoa(e.Line)
@@ -51,11 +53,11 @@ func (e *TrailError) Position() string {
 }
 
 // Is matches ErrAuditTrail.
-func (e *TrailError) Is(target error) bool { return target == ErrAuditTrail }
+func (e *Error) Is(target error) bool { return target == grantretry.ErrAuditTrail }
 
-// TrailSummary describes a verified trail, or the part of it read before
+// Summary describes a verified trail, or the part of it read before
 // the first broken record.
-type TrailSummary struct {
+type Summary struct {
 	Files    []string // the files with records, in chain order
 	Records  int
 	FirstSeq uint64
@@ -68,8 +70,8 @@ type TrailSummary struct {
 	Dispositions map[string]int // disposition records per disposition
 }
 
-// TrailRecord is one record of a trail, as ReadAuditTrail hands it over.
-type TrailRecord struct {
+// Record is one record of a trail, as Read hands it over.
+type Record struct {
 	File  string
 	Line  int
 	Seq   uint64
@@ -82,7 +84,7 @@ type TrailRecord struct {
 	Fields map[string]any
 }
 
-// VerifyAuditTrail checks the hash chain of the given trail files, the
+// Verify checks the hash chain of the given trail files, the
 // live one and the rotated ones, in any order. When they carry the trail's
 // own names (one live file FILE and rotated files FILE.000001 and on) it
 // reads them in rotation order, the live file last; otherwise in the order
@@ -92,16 +94,16 @@ type TrailRecord struct {
 // has a head file, the chain must reach the seq it says was synced, with
 // the hash it says. The head files are FILE.head beside the files, and any
 // head file given among paths (a path ending in .head), wherever it is.
-// It returns a *TrailError naming the first broken record.
-func VerifyAuditTrail(paths ...string) (TrailSummary, error) {
-	return ReadAuditTrail(paths, nil)
+// It returns a *Error naming the first broken record.
+func Verify(paths ...string) (Summary, error) {
+	return Read(paths, nil)
 }
 
-// ReadAuditTrail verifies the trail as VerifyAuditTrail does and hands
+// Read verifies the trail as Verify does and hands
 // every record to fn, in chain order, as it goes. It stops at the first
 // broken record, after fn has seen every record before it, or at fn's
 // first error, which it returns. fn may be nil.
-func ReadAuditTrail(paths []string, fn func(TrailRecord) error) (TrailSummary, error) {
+func Read(paths []string, fn func(Record) error) (Summary, error) {
 	v := &verifier{fn: fn, h: sha256.New()}
 	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
 	files, err := v.order(paths)
@@ -119,10 +121,10 @@ func ReadAuditTrail(paths []string, fn func(TrailRecord) error) (TrailSummary, e
 // verifier reads a trail's files in chain order, checking each record
 // against the one before.
 type verifier struct {
-	fn    func(TrailRecord) error
+	fn    func(Record) error
 	h     hash.Hash
 	heads []*headCheck
-	sum   TrailSummary
+	sum   Summary
 	files trailNames
 	cur   trailFile // the file being read
 	lines int       // lines read in it
@@ -158,7 +160,7 @@ type trailNames struct {
 // by the seq of each file's first record.
 func (v *verifier) order(paths []string) ([]trailFile, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: no file to read", ErrAuditTrail)
+		return nil, fmt.Errorf("%w: no file to read", grantretry.ErrAuditTrail)
 	}
 	var files []trailFile
 	seen := map[string]bool{}
@@ -319,7 +321,7 @@ func (v *verifier) addHead(path string) error {
 func firstSeq(path string) (uint64, error) {
 	rr, err := openRecords(path)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return 0, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	defer rr.close()
 	line, err := rr.next()
@@ -327,11 +329,11 @@ func firstSeq(path string) (uint64, error) {
 	case err == io.EOF:
 		return 0, nil
 	case err != nil && !isLineProblem(err):
-		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return 0, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	l, ok := parseLink(line)
 	if err != nil || !ok {
-		return 0, &TrailError{File: path, Line: 1, Problem: "the first line is not a record with chain fields, the file cannot be put in order"}
+		return 0, &Error{File: path, Line: 1, Problem: "the first line is not a record with chain fields, the file cannot be put in order"}
 	}
 	return l.seq, nil
 }
@@ -340,7 +342,7 @@ func firstSeq(path string) (uint64, error) {
 func (v *verifier) file(f trailFile) error {
 	rr, err := openRecords(f.path)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	defer rr.close()
 	v.cur, v.lines = f, 0
@@ -353,7 +355,7 @@ func (v *verifier) file(f trailFile) error {
 		case isLineProblem(err):
 			return v.broken(rr.line, 0, lineProblem(err))
 		case err != nil:
-			return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+			return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 		}
 		if err := v.record(rr.line, line); err != nil {
 			return err
@@ -389,7 +391,7 @@ func (v *verifier) broken(line int, seq uint64, problem string) error {
 	if seq == 0 {
 		seq = v.seq + 1
 	}
-	return &TrailError{File: v.cur.path, Line: line, Seq: seq, Problem: problem}
+	return &Error{File: v.cur.path, Line: line, Seq: seq, Problem: problem}
 }
 
 // chainProblem says what is wrong with record l, the n-th line of its
@@ -478,10 +480,10 @@ func (v *verifier) notGiven(line []byte) ([]string, int) {
 // record, "" otherwise.
 func continuedFrom(line []byte) string {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil || rawString(m["msg"]) != MsgTrailContinued {
+	if json.Unmarshal(line, &m) != nil || rawString(m["msg"]) != MsgContinued {
 		return ""
 	}
-	return rawString(m[FieldTrailPrevFile])
+	return rawString(m[FieldPrevFile])
 }
 
 // rawString returns the JSON string raw holds, "" if it holds anything
@@ -525,14 +527,14 @@ func (v *verifier) headProblem(l link) string {
 
 // decode parses the record's JSON: all of it when fn wants it, else only
 // what the summary counts.
-func (v *verifier) decode(n int, line []byte, l link) (TrailRecord, error) {
-	rec := TrailRecord{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
+func (v *verifier) decode(n int, line []byte, l link) (Record, error) {
+	rec := Record{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
 	if v.fn == nil {
 		// Only msg and disposition, matched exactly, of any type: a
 		// struct would match keys in any case and refuse a number.
 		var m map[string]json.RawMessage
 		err := json.Unmarshal(line, &m)
-		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{FieldDisposition: rawString(m[FieldDisposition])}
+		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{grantretry.FieldDisposition: rawString(m[grantretry.FieldDisposition])}
 		return rec, err
 	}
 	if !json.Valid(line) {
@@ -555,7 +557,7 @@ func (v *verifier) decode(n int, line []byte, l link) (TrailRecord, error) {
 }
 
 // accept makes l the last record read and counts it.
-func (v *verifier) accept(l link, rec TrailRecord) {
+func (v *verifier) accept(l link, rec Record) {
 	s := &v.sum
 	if s.Records == 0 {
 		s.FirstSeq = l.seq
@@ -567,8 +569,8 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 	s.LastSeq = l.seq
 	s.LastHash = rec.Hash
 	s.Messages[rec.Msg]++
-	if rec.Msg == MsgDisposition {
-		d, _ := rec.Fields[FieldDisposition].(string)
+	if rec.Msg == grantretry.MsgDisposition {
+		d, _ := rec.Fields[grantretry.FieldDisposition].(string)
 		s.Dispositions[d]++
 	}
 	v.seq, v.last, v.lastF = l.seq, l.hash, v.cur
@@ -578,11 +580,11 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 // that it reaches every head.
 func (v *verifier) finish(paths []string) error {
 	if v.sum.Records == 0 {
-		return &TrailError{File: strings.Join(paths, ", "), Problem: "no record in the trail"}
+		return &Error{File: strings.Join(paths, ", "), Problem: "no record in the trail"}
 	}
 	for _, hc := range v.heads {
 		if hc.head.Seq > v.seq {
-			return &TrailError{File: v.cur.path, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
+			return &Error{File: v.cur.path, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
 				"trail ends at seq %d but its head says seq %d was synced: records missing from the end", v.seq, hc.head.Seq)}
 		}
 	}
@@ -733,7 +735,7 @@ type fileScan struct {
 	wantSum [32]byte // its hash
 	// bad is the first line that does not verify against the one before
 	// it in the file, nil if none; badIsLast says it is the file's last.
-	bad       *TrailError
+	bad       *Error
 	badIsLast bool
 	torn      int64    // bytes from end on, when there is a bad line
 	tornSum   [32]byte // their SHA-256
@@ -748,11 +750,11 @@ func scanFile(path string, want uint64) (fileScan, error) {
 		return s, nil
 	}
 	if err != nil {
-		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	defer rr.close()
 	if err := s.read(rr, path, want); err != nil {
-		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	if s.bad == nil {
 		return s, nil
@@ -799,7 +801,7 @@ func (s *fileScan) take(h hash.Hash, rr *recordReader, path string, line []byte,
 		if seq == 0 && s.records > 0 {
 			seq = s.seq + 1
 		}
-		s.bad, s.badIsLast = &TrailError{File: path, Line: rr.line, Seq: seq, Problem: problem}, true
+		s.bad, s.badIsLast = &Error{File: path, Line: rr.line, Seq: seq, Problem: problem}, true
 		return
 	}
 	s.records++
@@ -826,15 +828,15 @@ func readTrailHead(path string) (*trailHead, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return nil, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	var h trailHead
 	var sum [32]byte
 	if err := json.Unmarshal(data, &h); err != nil || h.Seq == 0 || len(h.Hash) != 64 {
-		return nil, &TrailError{File: path, Problem: "not a head file (a JSON object with seq and hash)"}
+		return nil, &Error{File: path, Problem: "not a head file (a JSON object with seq and hash)"}
 	}
 	if _, err := hex.Decode(sum[:], []byte(h.Hash)); err != nil {
-		return nil, &TrailError{File: path, Problem: "the head's hash is not hex"}
+		return nil, &Error{File: path, Problem: "the head's hash is not hex"}
 	}
 	return &h, nil
 }

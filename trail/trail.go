@@ -1,4 +1,4 @@
-package grantretry
+package trail
 
 import (
 	"bytes"
@@ -10,54 +10,55 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/internal/durable"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 // Audit trail defaults and format.
 const (
-	// DefaultTrailMaxFileSize is the size past which the live file of an
-	// AuditTrail is rotated, when AuditTrailOptions.MaxFileSize is 0.
-	DefaultTrailMaxFileSize int64 = 64 << 20
-	// TrailVersion is the version of the record format AuditTrail writes,
+	// DefaultMaxFileSize is the size past which the live file of a
+	// Trail is rotated, when Options.MaxFileSize is 0.
+	DefaultMaxFileSize int64 = 64 << 20
+	// Version is the version of the record format Trail writes,
 	// carried by its trail_opened and trail_reopened records.
-	TrailVersion = 1
+	Version = 1
 )
 
 // The audit trail's own records, written with the same encoding and chain
 // as the Transport's.
 const (
-	MsgTrailOpened    = "grantretry.trail_opened"    // first record of a new trail
-	MsgTrailReopened  = "grantretry.trail_reopened"  // every later open: a restart is visible
-	MsgTrailContinued = "grantretry.trail_continued" // first record of each file after a rotation
-	MsgTrailRecovered = "grantretry.trail_recovered" // a torn tail, never synced, was cut off on open
+	MsgOpened    = "grantretry.trail_opened"    // first record of a new trail
+	MsgReopened  = "grantretry.trail_reopened"  // every later open: a restart is visible
+	MsgContinued = "grantretry.trail_continued" // first record of each file after a rotation
+	MsgRecovered = "grantretry.trail_recovered" // a torn tail, never synced, was cut off on open
 )
 
 // Field names of the chain, which ends every record, and of the trail's own
 // records. Seq, prev and hash are reserved: a record that already has one
 // of these keys, at any depth, is refused.
 const (
-	FieldSeq           = "seq"         // 1 for the first record of the trail, +1 for each record
-	FieldPrev          = "prev"        // hex SHA-256 link of the record before, 64 zeros for the first
-	FieldHash          = "hash"        // hex SHA-256 of prev's 32 bytes and the record up to ,"hash":"
-	FieldTrailVersion  = "version"     // on trail_opened and trail_reopened: TrailVersion
-	FieldTrailFile     = "file"        // on the trail's own records: the live file's base name
-	FieldTrailPrevFile = "prev_file"   // on trail_continued: the file the chain comes from
-	FieldTrailPID      = "pid"         // on trail_opened and trail_reopened: the writing process
-	FieldTornBytes     = "torn_bytes"  // on trail_recovered: how many bytes were cut off, up to the end of the file
-	FieldTornSHA256    = "torn_sha256" // on trail_recovered: their hex SHA-256
-	FieldTornOffset    = "torn_offset" // on trail_recovered: where the cut bytes began in the file
+	FieldSeq        = "seq"         // 1 for the first record of the trail, +1 for each record
+	FieldPrev       = "prev"        // hex SHA-256 link of the record before, 64 zeros for the first
+	FieldHash       = "hash"        // hex SHA-256 of prev's 32 bytes and the record up to ,"hash":"
+	FieldVersion    = "version"     // on trail_opened and trail_reopened: Version
+	FieldFile       = "file"        // on the trail's own records: the live file's base name
+	FieldPrevFile   = "prev_file"   // on trail_continued: the file the chain comes from
+	FieldPID        = "pid"         // on trail_opened and trail_reopened: the writing process
+	FieldTornBytes  = "torn_bytes"  // on trail_recovered: how many bytes were cut off, up to the end of the file
+	FieldTornSHA256 = "torn_sha256" // on trail_recovered: their hex SHA-256
+	FieldTornOffset = "torn_offset" // on trail_recovered: where the cut bytes began in the file
 )
 
-// errTrailClosed is what a closed trail answers.
-var errTrailClosed = fmt.Errorf("%w: closed", ErrAuditTrail)
+// errClosed is what a closed trail answers.
+var errClosed = fmt.Errorf("%w: closed", grantretry.ErrAuditTrail)
 
 // trailPerm is the mode of the files a trail creates: the trail names
 // funder endpoints and submission ids, which are nobody else's business.
@@ -70,33 +71,33 @@ const maxRecordBytes = 1 << 20
 // chainBytes is the most the chain fields add to a record.
 const chainBytes = len(`,"seq":18446744073709551615,"prev":"`) + 64 + len(`","hash":"`) + 64 + len(`"}`)
 
-// AuditTrailOptions configures OpenAuditTrail. The zero value is the
+// Options configures Open. The zero value is the
 // default.
-type AuditTrailOptions struct {
+type Options struct {
 	// MaxFileSize is the size in bytes past which the live file is
-	// rotated. If 0, DefaultTrailMaxFileSize. A file always holds at least
+	// rotated. If 0, DefaultMaxFileSize. A file always holds at least
 	// its first record and one more, whatever the limit.
 	MaxFileSize int64
 	// Clock stamps the trail's own records. If nil, the system clock.
-	Clock Clock
+	Clock grantretry.Clock
 }
 
-// AuditTrail is a write-once, hash-chained audit trail: a zapcore.WriteSyncer
+// Trail is a write-once, hash-chained audit trail: a zapcore.WriteSyncer
 // that appends JSON records to a file opened append-only and ends each with
 // its seq, the hash of the record before and its own hash, so that any
-// edit, deletion, insertion or reordering is detectable (VerifyAuditTrail).
+// edit, deletion, insertion or reordering is detectable (Verify).
 // Sync makes every record written so far durable and records the last one
 // in a head file, so a truncated tail is detectable too. The live file is
 // rotated by size without breaking the chain. See docs/audit-trail.md.
 //
 // After its first failure a trail is broken for good: every later Write and
-// Sync fails, wrapping that first error, and Err reports it. An AuditTrail
+// Sync fails, wrapping that first error, and Err reports it. A Trail
 // is safe for concurrent use; one process at a time may write a trail.
-type AuditTrail struct {
+type Trail struct {
 	path, head, dir string // the live file, the head file, their directory
 	maxSize         int64
-	clock           Clock
-	enc             zapcore.Encoder // of the trail's own records
+	now             func() time.Time // the Options' Clock, or time.Now
+	enc             zapcore.Encoder  // of the trail's own records
 
 	// fault is the first failure, or the closed state; nil while healthy.
 	// Set once, by compare-and-swap, and read without a lock, so Err
@@ -145,9 +146,9 @@ type brokenError struct {
 func (e *brokenError) Error() string { return e.msg }
 func (e *brokenError) Unwrap() error { return e.first }
 
-var _ zapcore.WriteSyncer = (*AuditTrail)(nil)
+var _ zapcore.WriteSyncer = (*Trail)(nil)
 
-// OpenAuditTrail opens the trail whose live file is path, creating it if
+// Open opens the trail whose live file is path, creating it if
 // there is none, and continues its chain. Its directory must exist. The
 // trail's files are path (live, mode 0600, opened O_APPEND), path.000001
 // and on (rotated), and path.head (the last synced record).
@@ -162,10 +163,10 @@ var _ zapcore.WriteSyncer = (*AuditTrail)(nil)
 // confirmed is ever cut. Anything else wrong refuses the open: records the
 // head says were synced are missing or differ, or a line at or before the
 // head's record, or before the last line without a head, does not verify.
-// Run VerifyAuditTrail, keep the files as evidence and start a new trail
+// Run Verify, keep the files as evidence and start a new trail
 // elsewhere.
-func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
-	t, err := newAuditTrail(path, o)
+func Open(path string, o Options) (*Trail, error) {
+	t, err := newTrail(path, o)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := t.clock.Now() // before mu: a Clock is the caller's code
+	now := t.now() // before mu: a Clock is the caller's code
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.start(s, now); err != nil {
@@ -185,26 +186,26 @@ func OpenAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 	return t, nil
 }
 
-func newAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
+func newTrail(path string, o Options) (*Trail, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: no path", ErrAuditTrail)
+		return nil, fmt.Errorf("%w: no path", grantretry.ErrAuditTrail)
 	}
 	if o.MaxFileSize < 0 {
-		return nil, fmt.Errorf("%w: MaxFileSize %d is negative", ErrAuditTrail, o.MaxFileSize)
+		return nil, fmt.Errorf("%w: MaxFileSize %d is negative", grantretry.ErrAuditTrail, o.MaxFileSize)
 	}
-	t := &AuditTrail{
+	t := &Trail{
 		path:    filepath.Clean(path),
 		maxSize: o.MaxFileSize,
-		clock:   o.Clock,
-		enc:     zapcore.NewJSONEncoder(AuditEncoderConfig()),
+		now:     time.Now,
+		enc:     zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()),
 		h:       sha256.New(),
 	}
 	t.head, t.dir = t.path+".head", filepath.Dir(t.path)
 	if t.maxSize == 0 {
-		t.maxSize = DefaultTrailMaxFileSize
+		t.maxSize = DefaultMaxFileSize
 	}
-	if t.clock == nil {
-		t.clock = systemClock{}
+	if o.Clock != nil {
+		t.now = o.Clock.Now
 	}
 	return t, nil
 }
@@ -212,10 +213,10 @@ func newAuditTrail(path string, o AuditTrailOptions) (*AuditTrail, error) {
 // start opens the live file where the survey says the chain goes on, cuts a
 // torn tail, writes the records that say what happened, stamped now, and
 // syncs. t.mu must be held.
-func (t *AuditTrail) start(s trailSurvey, now time.Time) error {
-	f, created, err := openTrailLive(t.path)
+func (t *Trail) start(s trailSurvey, now time.Time) error {
+	f, created, err := openLive(t.path)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	t.f, t.index, t.seq, t.last = f, s.index, s.seq, s.last
 	t.size, t.records = s.live.end, s.live.records
@@ -231,7 +232,7 @@ func (t *AuditTrail) start(s trailSurvey, now time.Time) error {
 	if created || s.live.records == 0 {
 		// A live file without records may have been created by a process
 		// that crashed before its directory entry was durable.
-		if err := syncDir(t.dir); err != nil {
+		if err := durable.SyncDir(t.dir); err != nil {
 			return t.fail("sync the directory", err)
 		}
 	}
@@ -243,7 +244,7 @@ func (t *AuditTrail) start(s trailSurvey, now time.Time) error {
 		return err
 	}
 	if s.existed && !opened {
-		if err := t.writeOwn(now, zapcore.InfoLevel, MsgTrailReopened, t.versionFields()...); err != nil {
+		if err := t.writeOwn(now, zapcore.InfoLevel, MsgReopened, t.versionFields()...); err != nil {
 			return err
 		}
 	}
@@ -254,43 +255,43 @@ func (t *AuditTrail) start(s trailSurvey, now time.Time) error {
 // trail_opened for a new trail, trail_continued for a file after a
 // rotation (or after a crash in the middle of one). It reports whether it
 // opened a new trail. t.mu must be held.
-func (t *AuditTrail) writeFirst(s trailSurvey, now time.Time) (bool, error) {
+func (t *Trail) writeFirst(s trailSurvey, now time.Time) (bool, error) {
 	switch {
 	case t.records > 0:
 		return false, nil
 	case t.seq == 0:
-		return true, t.writeOwn(now, zapcore.InfoLevel, MsgTrailOpened, t.versionFields()...)
+		return true, t.writeOwn(now, zapcore.InfoLevel, MsgOpened, t.versionFields()...)
 	default:
-		return false, t.writeOwn(now, zapcore.InfoLevel, MsgTrailContinued,
-			zap.String(FieldTrailFile, filepath.Base(t.path)),
-			zap.String(FieldTrailPrevFile, s.rotated))
+		return false, t.writeOwn(now, zapcore.InfoLevel, MsgContinued,
+			zap.String(FieldFile, filepath.Base(t.path)),
+			zap.String(FieldPrevFile, s.rotated))
 	}
 }
 
 // writeRecovered records the torn tail cut off the live file, if any.
 // t.mu must be held.
-func (t *AuditTrail) writeRecovered(live fileScan, now time.Time) error {
+func (t *Trail) writeRecovered(live fileScan, now time.Time) error {
 	if live.torn == 0 {
 		return nil
 	}
-	return t.writeOwn(now, zapcore.WarnLevel, MsgTrailRecovered,
-		zap.String(FieldTrailFile, filepath.Base(t.path)),
+	return t.writeOwn(now, zapcore.WarnLevel, MsgRecovered,
+		zap.String(FieldFile, filepath.Base(t.path)),
 		zap.Int64(FieldTornOffset, live.end),
 		zap.Int64(FieldTornBytes, live.torn),
 		zap.String(FieldTornSHA256, hex.EncodeToString(live.tornSum[:])))
 }
 
-func (t *AuditTrail) versionFields() []zapcore.Field {
+func (t *Trail) versionFields() []zapcore.Field {
 	return []zapcore.Field{
-		zap.Int(FieldTrailVersion, TrailVersion),
-		zap.String(FieldTrailFile, filepath.Base(t.path)),
-		zap.Int(FieldTrailPID, os.Getpid()),
+		zap.Int(FieldVersion, Version),
+		zap.String(FieldFile, filepath.Base(t.path)),
+		zap.Int(FieldPID, os.Getpid()),
 	}
 }
 
-// openTrailLive opens path for appending, creating it if needed, and reports
+// openLive opens path for appending, creating it if needed, and reports
 // whether it did.
-func openTrailLive(path string) (*os.File, bool, error) {
+func openLive(path string) (*os.File, bool, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, trailPerm)
 	if err == nil {
 		return f, true, nil
@@ -310,13 +311,13 @@ func openTrailLive(path string) (*os.File, bool, error) {
 // key at any depth (however written: "seq" :1, "\u0073eq":1). Any failure,
 // a refusal included, breaks the trail: a record that should be in it is
 // not.
-func (t *AuditTrail) Write(p []byte) (int, error) {
+func (t *Trail) Write(p []byte) (int, error) {
 	if err := checkRecords(p); err != nil {
 		return 0, t.fail("refused a record", err)
 	}
 	// Read before mu, as a Clock is the caller's code: it stamps the
 	// trail_continued of a rotation this write may cause.
-	now := t.clock.Now()
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f := t.fault.Load(); f != nil {
@@ -451,7 +452,7 @@ func reservedIn(v any) string {
 // appendLine chains and writes one record, rotating first if it would make
 // the live file too large; now stamps the rotation's record. t.mu must be
 // held.
-func (t *AuditTrail) appendLine(line []byte, now time.Time) error {
+func (t *Trail) appendLine(line []byte, now time.Time) error {
 	rec := t.chain(line)
 	if t.size+int64(len(rec)) > t.maxSize && t.records > 1 {
 		if err := t.rotate(now); err != nil {
@@ -464,7 +465,7 @@ func (t *AuditTrail) appendLine(line []byte, now time.Time) error {
 
 // chain returns line, which ends in "}\n", with the chain fields of the
 // next record appended, and leaves its hash in t.next. t.mu must be held.
-func (t *AuditTrail) chain(line []byte) []byte {
+func (t *Trail) chain(line []byte) []byte {
 	b := append(t.buf[:0], line[:len(line)-2]...)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, t.seq+1, 10)
@@ -490,7 +491,7 @@ func linkSum(h hash.Hash, prev *[32]byte, hashed []byte, out *[32]byte) {
 
 // emit writes a record chain built, and makes it the last. t.mu must be
 // held.
-func (t *AuditTrail) emit(rec []byte) error {
+func (t *Trail) emit(rec []byte) error {
 	n, err := t.f.Write(rec)
 	t.size += int64(n)
 	if err != nil {
@@ -505,7 +506,7 @@ func (t *AuditTrail) emit(rec []byte) error {
 
 // writeOwn writes one of the trail's own records, stamped now, which the
 // caller read from the Clock before it took mu. t.mu must be held.
-func (t *AuditTrail) writeOwn(now time.Time, level zapcore.Level, msg string, fields ...zapcore.Field) error {
+func (t *Trail) writeOwn(now time.Time, level zapcore.Level, msg string, fields ...zapcore.Field) error {
 	buf, err := t.enc.EncodeEntry(zapcore.Entry{Level: level, Time: now, Message: msg}, fields)
 	if err != nil {
 		return t.fail("encode "+msg, err)
@@ -517,7 +518,7 @@ func (t *AuditTrail) writeOwn(now time.Time, level zapcore.Level, msg string, fi
 // rotate makes the live file durable, renames it to the next rotated name
 // and starts a new live file with trail_continued, stamped now. t.mu must
 // be held.
-func (t *AuditTrail) rotate(now time.Time) error {
+func (t *Trail) rotate(now time.Time) error {
 	rotated := fmt.Sprintf("%s.%06d", t.path, t.index+1)
 	if err := t.f.Sync(); err != nil {
 		return t.fail("sync before rotating", err)
@@ -528,18 +529,18 @@ func (t *AuditTrail) rotate(now time.Time) error {
 	if err := os.Rename(t.path, rotated); err != nil {
 		return t.fail("rotate", err)
 	}
-	f, _, err := openTrailLive(t.path)
+	f, _, err := openLive(t.path)
 	if err != nil {
 		return t.fail("rotate", err)
 	}
 	t.f, t.size, t.records, t.index = f, 0, 0, t.index+1
-	if err := syncDir(t.dir); err != nil {
+	if err := durable.SyncDir(t.dir); err != nil {
 		return t.fail("sync the directory", err)
 	}
 	// The head is left to the next Sync: only Sync and Close write it.
-	return t.writeOwn(now, zapcore.InfoLevel, MsgTrailContinued,
-		zap.String(FieldTrailFile, filepath.Base(t.path)),
-		zap.String(FieldTrailPrevFile, filepath.Base(rotated)))
+	return t.writeOwn(now, zapcore.InfoLevel, MsgContinued,
+		zap.String(FieldFile, filepath.Base(t.path)),
+		zap.String(FieldPrevFile, filepath.Base(rotated)))
 }
 
 // Sync makes every record written so far durable (fsync), then records the
@@ -548,7 +549,7 @@ func (t *AuditTrail) rotate(now time.Time) error {
 // before the caller learns the disposition. Records written by other
 // goroutines during its fsync are made durable by the next Sync, which
 // covers them all with one fsync.
-func (t *AuditTrail) Sync() error {
+func (t *Trail) Sync() error {
 	t.syncMu.Lock()
 	defer t.syncMu.Unlock()
 	for {
@@ -586,7 +587,7 @@ func (t *AuditTrail) Sync() error {
 
 // rotatedAway reports whether f is no longer the live file, and if so marks
 // the trail dirty, since its new live file has not been synced.
-func (t *AuditTrail) rotatedAway(f *os.File) bool {
+func (t *Trail) rotatedAway(f *os.File) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.f == f {
@@ -597,8 +598,8 @@ func (t *AuditTrail) rotatedAway(f *os.File) bool {
 }
 
 // syncLocked syncs the live file and writes the head. t.syncMu and t.mu
-// must be held, or the trail not yet be shared (OpenAuditTrail).
-func (t *AuditTrail) syncLocked() error {
+// must be held, or the trail not yet be shared (Open).
+func (t *Trail) syncLocked() error {
 	if err := t.f.Sync(); err != nil {
 		return t.fail("sync", err)
 	}
@@ -612,7 +613,7 @@ func (t *AuditTrail) syncLocked() error {
 // Err returns the trail's first failure, an error matching ErrAuditTrail
 // once it is closed, and nil while it is healthy. It never waits for a
 // write or a sync in progress.
-func (t *AuditTrail) Err() error {
+func (t *Trail) Err() error {
 	if f := t.fault.Load(); f != nil {
 		return f.first
 	}
@@ -621,7 +622,7 @@ func (t *AuditTrail) Err() error {
 
 // Close syncs and closes the trail. Writes after Close fail. Closing a
 // broken trail returns its failure; closing it again returns nil.
-func (t *AuditTrail) Close() error {
+func (t *Trail) Close() error {
 	t.syncMu.Lock()
 	defer t.syncMu.Unlock()
 	t.mu.Lock()
@@ -639,14 +640,14 @@ func (t *AuditTrail) Close() error {
 	if cerr := t.f.Close(); cerr != nil && err == nil {
 		err = t.fail("close", cerr)
 	}
-	t.fault.CompareAndSwap(nil, &trailFault{first: errTrailClosed, later: errTrailClosed})
+	t.fault.CompareAndSwap(nil, &trailFault{first: errClosed, later: errClosed})
 	return err
 }
 
 // fail breaks the trail for good, unless it is already broken, and returns
 // the error of the failing call.
-func (t *AuditTrail) fail(what string, cause error) error {
-	first := fmt.Errorf("%w: %s: %w", ErrAuditTrail, what, cause)
+func (t *Trail) fail(what string, cause error) error {
+	first := fmt.Errorf("%w: %s: %w", grantretry.ErrAuditTrail, what, cause)
 	later := &brokenError{
 		first: first,
 		msg:   fmt.Sprintf("grantretry: audit trail: broken by an earlier failure, no record is written (%s: %v)", what, cause),
@@ -675,7 +676,7 @@ type trailHead struct {
 // crash the old head may be back, which claims less, never more, than is
 // durable.
 func writeTrailHead(path string, seq uint64, hash *[32]byte, file string) error {
-	data, err := json.Marshal(trailHead{Version: TrailVersion, Seq: seq, Hash: hex.EncodeToString(hash[:]), File: file})
+	data, err := json.Marshal(trailHead{Version: Version, Seq: seq, Hash: hex.EncodeToString(hash[:]), File: file})
 	if err != nil {
 		return err
 	}
@@ -697,25 +698,7 @@ func writeTrailHead(path string, seq uint64, hash *[32]byte, file string) error 
 	return os.Rename(tmp, path)
 }
 
-// syncDir makes a directory's entries durable: a file created, renamed,
-// linked or removed in it stays so after a crash. Windows cannot sync a
-// directory, and its filesystems journal renames anyway.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// trailSurvey is what OpenAuditTrail found on disk.
+// trailSurvey is what Open found on disk.
 type trailSurvey struct {
 	existed bool     // the trail had a file before this open
 	index   int      // largest rotated file index, 0 if none
@@ -739,7 +722,7 @@ func surveyTrail(path string) (trailSurvey, error) {
 		want = head.Seq
 	}
 	if s.index, s.rotated, err = newestRotated(path); err != nil {
-		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	if s.live, err = scanFile(path, want); err != nil {
 		return s, err
@@ -767,10 +750,10 @@ func (s *trailSurvey) checkCut(head *trailHead) error {
 		return nil
 	case head == nil:
 		return fmt.Errorf("%w: damaged before its last line, and no head says which records were synced: not opened (verify it, keep it as evidence, start a new trail): %w",
-			ErrAuditTrail, bad)
+			grantretry.ErrAuditTrail, bad)
 	case head.Seq > s.seq:
 		return fmt.Errorf("%w: damaged at or before seq %d, which its head says was synced: not opened (verify it, keep it as evidence, start a new trail): %w",
-			ErrAuditTrail, head.Seq, bad)
+			grantretry.ErrAuditTrail, head.Seq, bad)
 	}
 	return nil
 }
@@ -790,7 +773,7 @@ func (s *trailSurvey) resumePoint(path string) error {
 		return err
 	}
 	if rs.bad != nil || rs.records == 0 {
-		return fmt.Errorf("%w: %s, the newest rotated file, does not end with a good record: not opened", ErrAuditTrail, prev)
+		return fmt.Errorf("%w: %s, the newest rotated file, does not end with a good record: not opened", grantretry.ErrAuditTrail, prev)
 	}
 	s.seq, s.last = rs.seq, rs.last
 	return nil
@@ -804,11 +787,11 @@ func (s *trailSurvey) checkHead(path string, head *trailHead) error {
 	}
 	if head.Seq > s.seq {
 		return fmt.Errorf("%w: %s ends at seq %d but its head says seq %d was synced: records missing from the end, not opened",
-			ErrAuditTrail, path, s.seq, head.Seq)
+			grantretry.ErrAuditTrail, path, s.seq, head.Seq)
 	}
 	if s.live.found && hex.EncodeToString(s.live.wantSum[:]) != head.Hash {
 		return fmt.Errorf("%w: %s: record seq %d is not the one its head says was synced (rewritten?): not opened",
-			ErrAuditTrail, path, head.Seq)
+			grantretry.ErrAuditTrail, path, head.Seq)
 	}
 	return nil
 }
