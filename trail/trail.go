@@ -1,17 +1,18 @@
+// Package trail is the write-once, hash-chained audit trail file a
+// grantretry Transport records its calls in (see docs/audit-trail.md):
+// Open a Trail and give it to grantretry.WithAuditTrail, and check it
+// with Verify, or with "grantretry audit verify".
 package trail
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,11 +25,11 @@ import (
 
 // Audit trail defaults and format.
 const (
-	// DefaultMaxFileSize is the size past which the live file of a
-	// Trail is rotated, when Options.MaxFileSize is 0.
+	// DefaultMaxFileSize is the size past which the live file of a Trail
+	// is rotated, when Options.MaxFileSize is 0.
 	DefaultMaxFileSize int64 = 64 << 20
-	// Version is the version of the record format Trail writes,
-	// carried by its trail_opened and trail_reopened records.
+	// Version is the version of the record format a Trail writes, carried
+	// by its trail_opened and trail_reopened records.
 	Version = 1
 )
 
@@ -64,15 +65,7 @@ var errClosed = fmt.Errorf("%w: closed", grantretry.ErrAuditTrail)
 // funder endpoints and submission ids, which are nobody else's business.
 const trailPerm = 0o600
 
-// maxRecordBytes bounds one record, chain fields and newline included, so
-// that a reader needs a bounded buffer.
-const maxRecordBytes = 1 << 20
-
-// chainBytes is the most the chain fields add to a record.
-const chainBytes = len(`,"seq":18446744073709551615,"prev":"`) + 64 + len(`","hash":"`) + 64 + len(`"}`)
-
-// Options configures Open. The zero value is the
-// default.
+// Options configures Open. The zero value is the default.
 type Options struct {
 	// MaxFileSize is the size in bytes past which the live file is
 	// rotated. If 0, DefaultMaxFileSize. A file always holds at least
@@ -82,8 +75,8 @@ type Options struct {
 	Clock grantretry.Clock
 }
 
-// Trail is a write-once, hash-chained audit trail: a zapcore.WriteSyncer
-// that appends JSON records to a file opened append-only and ends each with
+// Trail is a write-once, hash-chained audit trail: a grantretry.AuditSink
+// (and a zapcore.WriteSyncer) that appends JSON records to a file opened append-only and ends each with
 // its seq, the hash of the record before and its own hash, so that any
 // edit, deletion, insertion or reordering is detectable (Verify).
 // Sync makes every record written so far durable and records the last one
@@ -144,12 +137,16 @@ type brokenError struct {
 }
 
 func (e *brokenError) Error() string { return e.msg }
+
 func (e *brokenError) Unwrap() error { return e.first }
 
-var _ zapcore.WriteSyncer = (*Trail)(nil)
+var (
+	_ grantretry.AuditSink = (*Trail)(nil)
+	_ zapcore.WriteSyncer  = (*Trail)(nil)
+)
 
-// Open opens the trail whose live file is path, creating it if
-// there is none, and continues its chain. Its directory must exist. The
+// Open opens the trail whose live file is path, creating it if there is
+// none, and continues its chain. Its directory must exist. The
 // trail's files are path (live, mode 0600, opened O_APPEND), path.000001
 // and on (rotated), and path.head (the last synced record).
 //
@@ -163,8 +160,7 @@ var _ zapcore.WriteSyncer = (*Trail)(nil)
 // confirmed is ever cut. Anything else wrong refuses the open: records the
 // head says were synced are missing or differ, or a line at or before the
 // head's record, or before the last line without a head, does not verify.
-// Run Verify, keep the files as evidence and start a new trail
-// elsewhere.
+// Run Verify, keep the files as evidence and start a new trail elsewhere.
 func Open(path string, o Options) (*Trail, error) {
 	t, err := newTrail(path, o)
 	if err != nil {
@@ -334,121 +330,6 @@ func (t *Trail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// checkRecords checks that p is a sequence of records Write can chain.
-func checkRecords(p []byte) error {
-	if len(p) > 0 && p[len(p)-1] != '\n' {
-		return errors.New("the last record does not end with a newline")
-	}
-	for n, line := 1, p; len(line) > 0; n++ {
-		i := bytes.IndexByte(line, '\n')
-		if err := checkRecord(line[:i]); err != nil {
-			return fmt.Errorf("line %d of the write: %w", n, err)
-		}
-		line = line[i+1:]
-	}
-	return nil
-}
-
-// reservedKeys are the chain's keys, quoted.
-var reservedKeys = [][]byte{[]byte(`"seq"`), []byte(`"prev"`), []byte(`"hash"`)}
-
-func checkRecord(line []byte) error {
-	switch {
-	case len(line) > maxRecordBytes-chainBytes:
-		return fmt.Errorf("record of %d bytes is longer than the limit, %d", len(line), maxRecordBytes-chainBytes)
-	case len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' || !json.Valid(line):
-		return errors.New("not a JSON object on one line")
-	case len(bytes.TrimSpace(line[1:len(line)-1])) == 0:
-		return errors.New("an empty JSON object")
-	}
-	if k := reservedKey(line); k != "" {
-		return fmt.Errorf("the record has a %s key, which the trail reserves", k)
-	}
-	return nil
-}
-
-// reservedKey returns the chain key, quoted, that line, valid JSON, has at
-// any depth; "" if none. It scans the bytes, which costs little, and
-// decodes the line only if it has a \u escape, the one way to spell a key
-// with other bytes than its own.
-func reservedKey(line []byte) string {
-	for _, k := range reservedKeys {
-		if hasKey(line, k) {
-			return string(k)
-		}
-	}
-	if bytes.Contains(line, []byte(`\u`)) {
-		var v any
-		if json.Unmarshal(line, &v) == nil {
-			return reservedIn(v)
-		}
-	}
-	return ""
-}
-
-// hasKey reports whether line, valid JSON, has the key k, quoted, spelt
-// plainly. An unescaped quote, the name and a quote can only be a whole
-// string: inside a string every quote is escaped. It is a key if a colon
-// follows, after optional whitespace.
-func hasKey(line, k []byte) bool {
-	for i := 0; ; i++ {
-		j := bytes.Index(line[i:], k)
-		if j < 0 {
-			return false
-		}
-		i += j
-		if !escapedAt(line, i) && colonFollows(line[i+len(k):]) {
-			return true
-		}
-	}
-}
-
-// escapedAt reports whether the byte at i is escaped: an odd number of
-// backslashes before it.
-func escapedAt(line []byte, i int) bool {
-	n := 0
-	for i > 0 && line[i-1] == '\\' {
-		n, i = n+1, i-1
-	}
-	return n%2 == 1
-}
-
-func colonFollows(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-		case ':':
-			return true
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-// reservedIn returns the chain key, quoted, that the decoded JSON value v
-// has at any depth; "" if none.
-func reservedIn(v any) string {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if k == FieldSeq || k == FieldPrev || k == FieldHash {
-				return `"` + k + `"`
-			}
-			if r := reservedIn(e); r != "" {
-				return r
-			}
-		}
-	case []any:
-		for _, e := range v {
-			if r := reservedIn(e); r != "" {
-				return r
-			}
-		}
-	}
-	return ""
-}
-
 // appendLine chains and writes one record, rotating first if it would make
 // the live file too large; now stamps the rotation's record. t.mu must be
 // held.
@@ -461,32 +342,6 @@ func (t *Trail) appendLine(line []byte, now time.Time) error {
 		rec = t.chain(line) // it follows trail_continued now
 	}
 	return t.emit(rec)
-}
-
-// chain returns line, which ends in "}\n", with the chain fields of the
-// next record appended, and leaves its hash in t.next. t.mu must be held.
-func (t *Trail) chain(line []byte) []byte {
-	b := append(t.buf[:0], line[:len(line)-2]...)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, t.seq+1, 10)
-	b = append(b, `,"prev":"`...)
-	b = hex.AppendEncode(b, t.last[:])
-	b = append(b, '"')
-	linkSum(t.h, &t.last, b, &t.next)
-	b = append(b, `,"hash":"`...)
-	b = hex.AppendEncode(b, t.next[:])
-	b = append(b, "\"}\n"...)
-	t.buf = b
-	return b
-}
-
-// linkSum puts into out the hash of a record: SHA-256 over the link before
-// it and the record's bytes up to ,"hash":".
-func linkSum(h hash.Hash, prev *[32]byte, hashed []byte, out *[32]byte) {
-	h.Reset()
-	h.Write(prev[:])
-	h.Write(hashed)
-	h.Sum(out[:0])
 }
 
 // emit writes a record chain built, and makes it the last. t.mu must be
@@ -610,9 +465,9 @@ func (t *Trail) syncLocked() error {
 	return nil
 }
 
-// Err returns the trail's first failure, an error matching ErrAuditTrail
-// once it is closed, and nil while it is healthy. It never waits for a
-// write or a sync in progress.
+// Err returns the trail's first failure, an error matching
+// grantretry.ErrAuditTrail once it is closed, and nil while it is healthy.
+// It never waits for a write or a sync in progress.
 func (t *Trail) Err() error {
 	if f := t.fault.Load(); f != nil {
 		return f.first
@@ -656,175 +511,4 @@ func (t *Trail) fail(what string, cause error) error {
 		return first
 	}
 	return t.fault.Load().later
-}
-
-// trailHead is the head file: the last synced record. It is replaced whole
-// (a temporary file, synced, renamed over it), so a crash leaves the old
-// head or the new one, never a torn one. Only Sync and Close write it, not
-// a rotation.
-type trailHead struct {
-	Version int    `json:"version"`
-	Seq     uint64 `json:"seq"`
-	Hash    string `json:"hash"`
-	// File is the base name of the live file when the head was written,
-	// which held the record then; a later rotation may have moved the
-	// record to a rotated file, FILE.NNNNNN, without changing the head.
-	File string `json:"file"`
-}
-
-// writeTrailHead replaces the head file. The directory is not synced: after a
-// crash the old head may be back, which claims less, never more, than is
-// durable.
-func writeTrailHead(path string, seq uint64, hash *[32]byte, file string) error {
-	data, err := json.Marshal(trailHead{Version: Version, Seq: seq, Hash: hex.EncodeToString(hash[:]), File: file})
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, trailPerm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// trailSurvey is what Open found on disk.
-type trailSurvey struct {
-	existed bool     // the trail had a file before this open
-	index   int      // largest rotated file index, 0 if none
-	rotated string   // its base name, "" if none
-	live    fileScan // of the live file, zero if there is none
-	seq     uint64   // the record the chain goes on from, 0 for a new trail
-	last    [32]byte // its hash
-}
-
-// surveyTrail finds where the chain of the trail at path goes on, and
-// refuses a trail that lost synced records or is damaged where a cut could
-// lose one.
-func surveyTrail(path string) (trailSurvey, error) {
-	var s trailSurvey
-	head, err := readTrailHead(path + ".head")
-	if err != nil {
-		return s, err
-	}
-	var want uint64
-	if head != nil {
-		want = head.Seq
-	}
-	if s.index, s.rotated, err = newestRotated(path); err != nil {
-		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
-	}
-	if s.live, err = scanFile(path, want); err != nil {
-		return s, err
-	}
-	s.existed = s.index > 0 || s.live.size > 0
-	if err := s.resumePoint(path); err != nil {
-		return s, err
-	}
-	if err := s.checkCut(head); err != nil {
-		return s, err
-	}
-	return s, s.checkHead(path, head)
-}
-
-// checkCut refuses to cut the live file from its first bad line on unless
-// nothing from there on was ever synced: the line is the last one (a torn
-// append), or it comes after the record the head says was synced last. A
-// torn last line the head covers is refused by checkHead. Without a head
-// nothing says where the synced records end, so only the last line may go.
-// resumePoint must have run.
-func (s *trailSurvey) checkCut(head *trailHead) error {
-	bad := s.live.bad
-	switch {
-	case bad == nil, s.live.badIsLast:
-		return nil
-	case head == nil:
-		return fmt.Errorf("%w: damaged before its last line, and no head says which records were synced: not opened (verify it, keep it as evidence, start a new trail): %w",
-			grantretry.ErrAuditTrail, bad)
-	case head.Seq > s.seq:
-		return fmt.Errorf("%w: damaged at or before seq %d, which its head says was synced: not opened (verify it, keep it as evidence, start a new trail): %w",
-			grantretry.ErrAuditTrail, head.Seq, bad)
-	}
-	return nil
-}
-
-// resumePoint sets the record the chain goes on from: the last good one of
-// the live file before its first bad line, or if it has none (a crash
-// during a rotation, or a first line lost) the last of the newest rotated
-// file.
-func (s *trailSurvey) resumePoint(path string) error {
-	if s.live.records > 0 || s.rotated == "" {
-		s.seq, s.last = s.live.seq, s.live.last
-		return nil
-	}
-	prev := filepath.Join(filepath.Dir(path), s.rotated)
-	rs, err := scanFile(prev, 0)
-	if err != nil {
-		return err
-	}
-	if rs.bad != nil || rs.records == 0 {
-		return fmt.Errorf("%w: %s, the newest rotated file, does not end with a good record: not opened", grantretry.ErrAuditTrail, prev)
-	}
-	s.seq, s.last = rs.seq, rs.last
-	return nil
-}
-
-// checkHead refuses a trail that ends before the record its head says was
-// synced, or whose record at that seq is not the one synced.
-func (s *trailSurvey) checkHead(path string, head *trailHead) error {
-	if head == nil {
-		return nil
-	}
-	if head.Seq > s.seq {
-		return fmt.Errorf("%w: %s ends at seq %d but its head says seq %d was synced: records missing from the end, not opened",
-			grantretry.ErrAuditTrail, path, s.seq, head.Seq)
-	}
-	if s.live.found && hex.EncodeToString(s.live.wantSum[:]) != head.Hash {
-		return fmt.Errorf("%w: %s: record seq %d is not the one its head says was synced (rewritten?): not opened",
-			grantretry.ErrAuditTrail, path, head.Seq)
-	}
-	return nil
-}
-
-// newestRotated returns the largest index among the rotated files of the
-// trail at path, and that file's base name.
-func newestRotated(path string) (int, string, error) {
-	entries, err := os.ReadDir(filepath.Dir(path))
-	if err != nil {
-		return 0, "", err
-	}
-	base := filepath.Base(path)
-	index, name := 0, ""
-	for _, e := range entries {
-		if n, ok := rotatedIndex(base, e.Name()); ok && n > index {
-			index, name = n, e.Name()
-		}
-	}
-	return index, name, nil
-}
-
-// rotatedIndex returns the index of name if it is a rotated file of the
-// trail whose live file is base: base, a dot, six digits or more.
-func rotatedIndex(base, name string) (int, bool) {
-	digits, ok := strings.CutPrefix(name, base+".")
-	if !ok || len(digits) < 6 {
-		return 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(digits)
-	return n, err == nil
 }

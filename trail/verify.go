@@ -1,29 +1,23 @@
 package trail
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/grantretry/grantretry"
 )
 
-// Error is the first broken record Verify or Read
-// found. It matches ErrAuditTrail.
+// Error is the first broken record Verify or Read found. It matches
+// grantretry.ErrAuditTrail.
 type Error struct {
 	File string // the file, as given
 	Line int    // 1-based line number in File
@@ -52,7 +46,7 @@ func (e *Error) Position() string {
 	return s
 }
 
-// Is matches ErrAuditTrail.
+// Is matches grantretry.ErrAuditTrail.
 func (e *Error) Is(target error) bool { return target == grantretry.ErrAuditTrail }
 
 // Summary describes a verified trail, or the part of it read before
@@ -70,22 +64,8 @@ type Summary struct {
 	Dispositions map[string]int // disposition records per disposition
 }
 
-// Record is one record of a trail, as Read hands it over.
-type Record struct {
-	File  string
-	Line  int
-	Seq   uint64
-	Hash  string
-	Time  time.Time // the ts field, zero if it has none or it does not parse
-	Level string
-	Msg   string
-	// Fields holds every other key of the record (not ts, level, msg, seq,
-	// prev or hash), numbers as json.Number.
-	Fields map[string]any
-}
-
-// Verify checks the hash chain of the given trail files, the
-// live one and the rotated ones, in any order. When they carry the trail's
+// Verify checks the hash chain of the given trail files, the live one and
+// the rotated ones, in any order. When they carry the trail's
 // own names (one live file FILE and rotated files FILE.000001 and on) it
 // reads them in rotation order, the live file last; otherwise in the order
 // of the seq of their first record. Every record must be a JSON object
@@ -97,25 +77,6 @@ type Record struct {
 // It returns a *Error naming the first broken record.
 func Verify(paths ...string) (Summary, error) {
 	return Read(paths, nil)
-}
-
-// Read verifies the trail as Verify does and hands
-// every record to fn, in chain order, as it goes. It stops at the first
-// broken record, after fn has seen every record before it, or at fn's
-// first error, which it returns. fn may be nil.
-func Read(paths []string, fn func(Record) error) (Summary, error) {
-	v := &verifier{fn: fn, h: sha256.New()}
-	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
-	files, err := v.order(paths)
-	if err != nil {
-		return v.sum, err
-	}
-	for _, f := range files {
-		if err := v.file(f); err != nil {
-			return v.sum, err
-		}
-	}
-	return v.sum, v.finish(paths)
 }
 
 // verifier reads a trail's files in chain order, checking each record
@@ -280,21 +241,6 @@ func (n *trailNames) missingRotated(lo, hi int) ([]string, int) {
 	}
 	gap(prev, hi)
 	return names, count
-}
-
-// isHeadPath reports whether p is a head file, as a glob like trail.jsonl*
-// picks it up with the trail's files.
-func isHeadPath(p string) bool { return strings.HasSuffix(p, ".head") }
-
-// trailBase is the live file's path of the trail p belongs to.
-func trailBase(p string) string {
-	dir, name := filepath.Split(p)
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		if _, ok := rotatedIndex(name[:i], name); ok {
-			return filepath.Join(dir, name[:i])
-		}
-	}
-	return p
 }
 
 // addHead reads the head file at path, if there is one and it is not
@@ -486,16 +432,6 @@ func continuedFrom(line []byte) string {
 	return rawString(m[FieldPrevFile])
 }
 
-// rawString returns the JSON string raw holds, "" if it holds anything
-// else.
-func rawString(raw json.RawMessage) string {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
-
 func notAmong(names []string, count int) string {
 	return strings.Join(names, ", ") + " " + pluralVerb(count, "is", "are") + " not among the files"
 }
@@ -523,37 +459,6 @@ func (v *verifier) headProblem(l link) string {
 		}
 	}
 	return ""
-}
-
-// decode parses the record's JSON: all of it when fn wants it, else only
-// what the summary counts.
-func (v *verifier) decode(n int, line []byte, l link) (Record, error) {
-	rec := Record{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
-	if v.fn == nil {
-		// Only msg and disposition, matched exactly, of any type: a
-		// struct would match keys in any case and refuse a number.
-		var m map[string]json.RawMessage
-		err := json.Unmarshal(line, &m)
-		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{grantretry.FieldDisposition: rawString(m[grantretry.FieldDisposition])}
-		return rec, err
-	}
-	if !json.Valid(line) {
-		return rec, errors.New("not JSON")
-	}
-	d := json.NewDecoder(bytes.NewReader(line))
-	d.UseNumber()
-	if err := d.Decode(&rec.Fields); err != nil {
-		return rec, err
-	}
-	rec.Msg, _ = rec.Fields["msg"].(string)
-	rec.Level, _ = rec.Fields["level"].(string)
-	if ts, ok := rec.Fields["ts"].(string); ok {
-		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
-	}
-	for _, k := range []string{"ts", "level", "msg", FieldSeq, FieldPrev, FieldHash} {
-		delete(rec.Fields, k)
-	}
-	return rec, nil
 }
 
 // accept makes l the last record read and counts it.
@@ -589,254 +494,4 @@ func (v *verifier) finish(paths []string) error {
 		}
 	}
 	return nil
-}
-
-// link is a record's chain fields.
-type link struct {
-	seq    uint64
-	prev   [32]byte
-	hash   [32]byte
-	hashed []byte // the bytes the hash covers, after the link before
-}
-
-const (
-	seqKey  = `,"seq":`
-	prevKey = `,"prev":"`
-	hashKey = `,"hash":"`
-)
-
-// parseLink reads the chain fields that end line (without its newline):
-// `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}`. The hashed part is
-// everything before the last ,"hash":", which is the trail's: inside a
-// JSON string a quote is always escaped.
-func parseLink(line []byte) (link, bool) {
-	var l link
-	i := bytes.LastIndex(line, []byte(hashKey))
-	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
-		return l, false
-	}
-	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
-		return l, false
-	}
-	hashed := line[:i]
-	j := bytes.LastIndex(hashed, []byte(prevKey))
-	if j < 0 || len(hashed)-j != len(prevKey)+64+1 || hashed[len(hashed)-1] != '"' {
-		return l, false
-	}
-	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
-		return l, false
-	}
-	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
-	if k < 0 {
-		return l, false
-	}
-	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
-	if err != nil || seq == 0 {
-		return l, false
-	}
-	l.seq, l.hashed = seq, hashed
-	return l, true
-}
-
-// checkLine parses line's chain fields and checks its hash; it returns
-// what is wrong, "" if nothing.
-func checkLine(h hash.Hash, line []byte) (link, string) {
-	l, ok := parseLink(line)
-	if !ok {
-		if !json.Valid(line) {
-			return l, "not a JSON object (torn or edited?)"
-		}
-		return l, "no chain fields (seq, prev, hash) at the end of the record"
-	}
-	var sum [32]byte
-	linkSum(h, &l.prev, l.hashed, &sum)
-	if sum != l.hash {
-		return l, "hash does not match the record (edited?)"
-	}
-	return l, ""
-}
-
-// recordReader reads a trail file line by line.
-type recordReader struct {
-	f    *os.File
-	r    *bufio.Reader
-	line int   // number of the line last read
-	end  int64 // offset just past it
-}
-
-// Problems of a line as read, before its content is looked at.
-var (
-	errNoNewline   = errors.New("file ends mid-record (torn or truncated)")
-	errLineTooLong = fmt.Errorf("record longer than %d bytes", maxRecordBytes)
-)
-
-func isLineProblem(err error) bool {
-	return errors.Is(err, errNoNewline) || errors.Is(err, errLineTooLong)
-}
-
-func lineProblem(err error) string { return err.Error() }
-
-func openRecords(path string) (*recordReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return &recordReader{f: f, r: bufio.NewReaderSize(f, maxRecordBytes)}, nil
-}
-
-func (rr *recordReader) close() { rr.f.Close() }
-
-// next returns the next line without its newline, valid until the next
-// call; io.EOF at the end; errNoNewline with the partial last line;
-// errLineTooLong for a line longer than a record can be.
-func (rr *recordReader) next() ([]byte, error) {
-	b, err := rr.r.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
-		return nil, rr.skipLine(len(b))
-	}
-	if err == io.EOF && len(b) == 0 {
-		return nil, io.EOF
-	}
-	rr.line++
-	rr.end += int64(len(b))
-	if err == io.EOF {
-		return b, errNoNewline
-	}
-	if err != nil {
-		return nil, err
-	}
-	return b[:len(b)-1], nil
-}
-
-// skipLine reads past the rest of a line too long to be a record.
-func (rr *recordReader) skipLine(n int) error {
-	rr.line++
-	rr.end += int64(n)
-	for {
-		b, err := rr.r.ReadSlice('\n')
-		rr.end += int64(len(b))
-		if err == nil || err == io.EOF {
-			return errLineTooLong
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
-	}
-}
-
-// fileScan is what scanFile found in one trail file.
-type fileScan struct {
-	size    int64    // bytes in the file
-	records int      // good records, from the first line on
-	end     int64    // offset just past the last good record
-	seq     uint64   // of the last good record, 0 if none
-	last    [32]byte // its hash
-	found   bool     // a good record has the seq scanFile was asked for
-	wantSum [32]byte // its hash
-	// bad is the first line that does not verify against the one before
-	// it in the file, nil if none; badIsLast says it is the file's last.
-	bad       *Error
-	badIsLast bool
-	torn      int64    // bytes from end on, when there is a bad line
-	tornSum   [32]byte // their SHA-256
-}
-
-// scanFile checks the chain within the file at path, which may be missing,
-// up to its first bad line. want is a seq whose hash to report.
-func scanFile(path string, want uint64) (fileScan, error) {
-	var s fileScan
-	rr, err := openRecords(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
-	}
-	defer rr.close()
-	if err := s.read(rr, path, want); err != nil {
-		return s, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
-	}
-	if s.bad == nil {
-		return s, nil
-	}
-	s.torn = s.size - s.end
-	return s, s.hashTail(rr.f)
-}
-
-// read reads lines up to the first bad one, then on to the end.
-func (s *fileScan) read(rr *recordReader, path string, want uint64) error {
-	h := sha256.New()
-	for {
-		line, err := rr.next()
-		if err == io.EOF {
-			s.size = rr.end
-			return nil
-		}
-		if err != nil && !isLineProblem(err) {
-			return err
-		}
-		if s.bad != nil {
-			s.badIsLast = false
-			continue
-		}
-		problem := ""
-		if err != nil {
-			problem = lineProblem(err)
-		}
-		s.take(h, rr, path, line, want, problem)
-	}
-}
-
-// take checks one line and makes it the last good record, or the bad one.
-func (s *fileScan) take(h hash.Hash, rr *recordReader, path string, line []byte, want uint64, problem string) {
-	var l link
-	if problem == "" {
-		l, problem = checkLine(h, line)
-	}
-	if problem == "" && s.records > 0 && (l.seq != s.seq+1 || l.prev != s.last) {
-		problem = "does not follow the record before"
-	}
-	if problem != "" {
-		seq := l.seq
-		if seq == 0 && s.records > 0 {
-			seq = s.seq + 1
-		}
-		s.bad, s.badIsLast = &Error{File: path, Line: rr.line, Seq: seq, Problem: problem}, true
-		return
-	}
-	s.records++
-	s.end, s.seq, s.last = rr.end, l.seq, l.hash
-	if l.seq == want {
-		s.found, s.wantSum = true, l.hash
-	}
-}
-
-// hashTail sums the bytes of f from s.end on.
-func (s *fileScan) hashTail(f *os.File) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, s.end, s.torn)); err != nil {
-		return err
-	}
-	h.Sum(s.tornSum[:0])
-	return nil
-}
-
-// readTrailHead reads the head file at path; nil if there is none.
-func readTrailHead(path string) (*trailHead, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
-	}
-	var h trailHead
-	var sum [32]byte
-	if err := json.Unmarshal(data, &h); err != nil || h.Seq == 0 || len(h.Hash) != 64 {
-		return nil, &Error{File: path, Problem: "not a head file (a JSON object with seq and hash)"}
-	}
-	if _, err := hex.Decode(sum[:], []byte(h.Hash)); err != nil {
-		return nil, &Error{File: path, Problem: "the head's hash is not hex"}
-	}
-	return &h, nil
 }
