@@ -272,8 +272,9 @@ func WithRedact(names ...string) Option {
 
 // WithDeadLetter hands every call that ends DeadLetter or CircuitOpen to
 // sink, as a *Letter, before RoundTrip returns; the Outcome carries the
-// letter's ID, or in RecordErr why it could not be kept. DeadLetterDir is
-// the durable sink this package provides; Redeliver sends a letter again.
+// letter's ID, or in RecordErr why it could not be kept. deadletter.Dir
+// (package github.com/grantretry/grantretry/deadletter) is the durable
+// sink; deadletter.Redeliver sends a letter again.
 // A Transport without this option keeps no letters.
 func WithDeadLetter(sink DeadLetterSink) Option {
 	return optionFunc(func(c *config) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/trail"
 )
 
@@ -51,7 +52,7 @@ func TestTransportCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	letters, err := grantretry.OpenDeadLetterDir(filepath.Join(dir, "letters"))
+	letters, err := deadletter.Open(filepath.Join(dir, "letters"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -157,7 +158,7 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	letters, err := grantretry.ReadDeadLetterDir(filepath.Join(dir, "letters"))
+	letters, err := deadletter.OpenReadOnly(filepath.Join(dir, "letters"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/trail"
 )
 
@@ -21,7 +22,7 @@ import (
 type records struct {
 	dir     string
 	trail   *trail.Trail
-	letters *grantretry.DeadLetterDir
+	letters *deadletter.Dir
 }
 
 const (
@@ -34,7 +35,7 @@ func openRecords(dir string) (*records, error) {
 	if err != nil {
 		return nil, err
 	}
-	letters, err := grantretry.OpenDeadLetterDir(filepath.Join(dir, lettersName))
+	letters, err := deadletter.Open(filepath.Join(dir, lettersName))
 	if err != nil {
 		sink.Close()
 		return nil, err
@@ -71,7 +72,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 	var out []redelivery
 	for _, l := range letters {
 		rd := redelivery{letter: l}
-		resp, err := grantretry.Redeliver(ctx, client, l)
+		resp, err := deadletter.Redeliver(ctx, client, l)
 		if err != nil {
 			rd.err = err
 			out = append(out, rd)
@@ -82,7 +83,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 		rd.outcome, _ = grantretry.OutcomeOf(resp)
 		rd.status = resp.StatusCode
 		if rd.outcome.Disposition == grantretry.Succeeded {
-			mark := grantretry.Redelivery{ID: l.ID, Time: time.Now(), Status: rd.status,
+			mark := deadletter.Redelivery{ID: l.ID, Time: time.Now(), Status: rd.status,
 				Disposition: rd.outcome.Disposition, Attempts: rd.outcome.Attempts, Note: "redelivered by the grantsgov demo"}
 			if err := r.letters.MarkRedelivered(l.ID, mark); err != nil {
 				return nil, err
@@ -143,7 +144,7 @@ func (r *records) printNextSteps(w io.Writer) {
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
-		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, grantretry.RedeliveredDir))
+		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
 
 // demoDir is where main keeps the records: a new directory under the
