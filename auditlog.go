@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -49,35 +50,74 @@ const (
 	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept, "" if it was or none was due
 )
 
-// trailSink is what the Transport needs of an audit trail (an
-// *AuditTrail): somewhere to write records and sync them, and whether it
-// has failed for good.
-type trailSink interface {
-	zapcore.WriteSyncer
+// AuditSink is where a Transport's audit records go besides its logger
+// (WithAuditTrail): a zapcore.WriteSyncer with a sticky error. The
+// package trail provides the hash-chained file; a sink of your own must
+// keep this contract:
+//
+//   - Write receives one record per call: a JSON object on one line,
+//     ending in "\n", encoded with AuditEncoderConfig. It returns an
+//     error if the record is not kept.
+//   - Sync makes every record written before it durable before it
+//     returns nil. The Transport calls it after each disposition record,
+//     before RoundTrip returns, so a disposition the caller has seen is
+//     never lost.
+//   - Err returns nil while the sink is healthy, and after its first
+//     failure returns that failure for good: the sink is broken, and the
+//     Transport sends nothing more (fail closed). Err must not wait for a
+//     Write or a Sync in progress.
+//
+// Errors should match ErrAuditTrail; the Transport wraps those that do
+// not, so Outcome.RecordErr always does. A sink is shared by every call of
+// every Transport given it, and must be safe for concurrent use.
+type AuditSink interface {
+	Write(p []byte) (int, error)
+	Sync() error
 	Err() error
 }
 
-// WithAuditTrail makes the Transport write every audit line to trail as
-// well, whatever WithLogger says, as hash-chained records, and sync the
-// trail at every disposition before RoundTrip returns: a disposition the
-// caller has seen is on disk. A failure to record a call that was made is
-// reported in Outcome.RecordErr. Once the trail has failed, the Transport
-// fails closed: it sends nothing more, and every call ends DeadLetter
-// (StopAuditTrail) before its first attempt, so no call goes out that the
-// trail cannot show. Several Transports may share one trail.
-func WithAuditTrail(trail *AuditTrail) Option {
-	if trail == nil {
-		return optionFunc(func(c *config) { c.invalid("WithAuditTrail(nil)") })
+// ErrAuditTrail matches every error of an audit sink as the Transport
+// reports it (Outcome.RecordErr, and the error of a call not sent because
+// the sink has failed), and every error of the package trail.
+var ErrAuditTrail = errors.New("grantretry: audit trail")
+
+// AuditEncoderConfig is the encoding of every record a Transport writes to
+// its AuditSink: "ts" in RFC 3339 with nanoseconds in UTC, so records
+// written in any zone sort and compare as text, "level" in lower case,
+// "msg", then the fields, durations as text ("1.5s"), one record a line.
+func AuditEncoderConfig() zapcore.EncoderConfig {
+	return zapcore.EncoderConfig{
+		TimeKey:        "ts",
+		LevelKey:       "level",
+		MessageKey:     "msg",
+		LineEnding:     "\n",
+		EncodeTime:     encodeAuditTime,
+		EncodeLevel:    zapcore.LowercaseLevelEncoder,
+		EncodeDuration: zapcore.StringDurationEncoder,
 	}
-	return withTrail(trail, trailEncoderConfig())
 }
 
-// withTrail makes the Transport write every audit line to ts as well, as
-// JSON records encoded with ec, and sync it at every disposition.
-func withTrail(ts trailSink, ec zapcore.EncoderConfig) Option {
+func encodeAuditTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+	enc.AppendString(t.UTC().Format(time.RFC3339Nano))
+}
+
+// WithAuditTrail makes the Transport write every audit line to sink as
+// well, whatever WithLogger says, and sync it at every disposition before
+// RoundTrip returns: a disposition the caller has seen is durable. A
+// failure to record a call that was made is reported in Outcome.RecordErr.
+// Once the sink has failed (its Err is not nil), the Transport fails
+// closed: it sends nothing more, and every call ends DeadLetter
+// (StopAuditTrail) before its first attempt, so no call goes out that the
+// sink cannot show. Several Transports may share one sink. A nil sink, or
+// an interface holding a nil pointer, is an invalid option. trail.Open
+// opens the hash-chained trail file.
+func WithAuditTrail(sink AuditSink) Option {
+	if isNil(sink) {
+		return optionFunc(func(c *config) { c.invalid("WithAuditTrail(nil)") })
+	}
 	return optionFunc(func(c *config) {
-		c.trail = ts
-		c.trailCore = zapcore.NewCore(zapcore.NewJSONEncoder(ec), ts, zapcore.DebugLevel)
+		c.trail = sink
+		c.trailCore = zapcore.NewCore(zapcore.NewJSONEncoder(AuditEncoderConfig()), sink, zapcore.DebugLevel)
 	})
 }
 
@@ -87,13 +127,22 @@ func (t *Transport) auditing(level zapcore.Level) bool {
 	return t.cfg.trailCore != nil || t.log.Core().Enabled(level)
 }
 
-// trailErr is the audit trail's failure, nil if it has none or there is no
-// trail.
+// trailErr is the audit sink's failure, nil if it has none or there is no
+// sink.
 func (t *Transport) trailErr() error {
 	if t.cfg.trail == nil {
 		return nil
 	}
-	return t.cfg.trail.Err()
+	return sinkErr(t.cfg.trail.Err())
+}
+
+// sinkErr makes an error of the audit sink match ErrAuditTrail, as
+// Outcome.RecordErr promises, whatever sink it came from.
+func sinkErr(err error) error {
+	if err == nil || errors.Is(err, ErrAuditTrail) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrAuditTrail, err)
 }
 
 // audit writes one audit line to the logger and to the trail, and returns
@@ -114,7 +163,7 @@ func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Fiel
 func (c *call) trailFailed(err error) {
 	if !c.trailBroken {
 		c.trailBroken = true
-		c.recordFailed(err)
+		c.recordFailed(sinkErr(err))
 	}
 }
 

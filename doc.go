@@ -1,4 +1,5 @@
-// Package grantretry makes calls to funder APIs safe to retry.
+// Package grantretry makes calls to funder APIs safe to retry; the README
+// shows how to start, and docs/policy.md gives the policy rule by rule.
 //
 // It is an http.RoundTripper middleware: wrap the *http.Client a grant
 // pipeline already has (or hand it to a portal SDK), and every call gets the
@@ -50,16 +51,20 @@
 //   - Audit. Each attempt and each disposition is one structured zap line
 //     (see the Msg* and Field* constants); bodies, credentials, user info
 //     and query strings are never logged. WithAuditTrail also writes every
-//     record to an AuditTrail: a write-once file whose records are chained
-//     by SHA-256, synced at every disposition before RoundTrip returns, and
-//     checked by VerifyAuditTrail (or "grantretry audit verify"). A
-//     Transport whose trail has failed sends nothing more.
+//     record to an AuditSink, synced at every disposition before RoundTrip
+//     returns; a Transport whose sink has failed sends nothing more. The
+//     package github.com/grantretry/grantretry/trail is such a sink: a
+//     write-once file whose records are chained by SHA-256, checked by
+//     trail.Verify (or "grantretry audit verify").
 //   - Dead letters. With WithDeadLetter, a call that ends DeadLetter or
 //     CircuitOpen is handed to a DeadLetterSink as a Letter: the request
 //     byte for byte with its key and ids, without its secrets (WithRedact
-//     names more). DeadLetterDir keeps letters as files, a crash leaving a
-//     whole letter or none; Redeliver sends one again under its
-//     Idempotency-Key.
+//     names more). The package github.com/grantretry/grantretry/deadletter
+//     keeps letters as files, a crash leaving a whole letter or none, and
+//     its Redeliver sends one again under its Idempotency-Key.
+//
+// This package imports neither of those two: they implement its
+// interfaces, so other stores can take their place.
 //
 // # Results
 //

@@ -52,7 +52,7 @@ type config struct {
 	replayLimit    int64
 	redact         redactor
 	letters        DeadLetterSink
-	trail          trailSink    // nil: no audit trail
+	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error
 }
@@ -272,8 +272,9 @@ func WithRedact(names ...string) Option {
 
 // WithDeadLetter hands every call that ends DeadLetter or CircuitOpen to
 // sink, as a *Letter, before RoundTrip returns; the Outcome carries the
-// letter's ID, or in RecordErr why it could not be kept. DeadLetterDir is
-// the durable sink this package provides; Redeliver sends a letter again.
+// letter's ID, or in RecordErr why it could not be kept. deadletter.Dir
+// (package github.com/grantretry/grantretry/deadletter) is the durable
+// sink; deadletter.Redeliver sends a letter again.
 // A Transport without this option keeps no letters.
 func WithDeadLetter(sink DeadLetterSink) Option {
 	return optionFunc(func(c *config) {

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// fakeTrail is a trailSink that records what the Transport did to it, and
+// fakeTrail is an AuditSink that records what the Transport did to it, and
 // fails as told: from the failAt-th write on (0: never), or on Sync.
 type fakeTrail struct {
 	mu       sync.Mutex
@@ -66,7 +66,42 @@ func (f *fakeTrail) log() []string {
 }
 
 func withFakeTrail(f *fakeTrail) Option {
-	return withTrail(f, zap.NewProductionEncoderConfig())
+	return WithAuditTrail(f)
+}
+
+// A nil sink, and an interface holding a nil pointer, are refused before
+// they could panic on the first record.
+func TestWithAuditTrailRefusesNilAndTypedNil(t *testing.T) {
+	var typed *fakeTrail
+	for name, sink := range map[string]AuditSink{"nil": nil, "typed nil": typed} {
+		tr := New(httpmock.NewMockTransport(), WithAuditTrail(sink))
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: error %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// A sink whose errors do not match ErrAuditTrail still yields errors that
+// do, as Outcome.RecordErr promises: the failed record, and the call not
+// sent after it.
+func TestSinkErrorsMatchErrAuditTrail(t *testing.T) {
+	trail := &fakeTrail{failAt: 1}
+	h := newHarness(t, withFakeTrail(trail))
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if o := mustOutcome(t, resp); !errors.Is(o.RecordErr, ErrAuditTrail) || !errors.Is(o.RecordErr, errDiskGone) {
+		t.Errorf("RecordErr %v, want it to match ErrAuditTrail and the sink's own error", o.RecordErr)
+	}
+	req, _ = http.NewRequest(http.MethodGet, funderURL, nil)
+	if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrAuditTrail) || !errors.Is(err, errDiskGone) {
+		t.Errorf("error %v, want it to match ErrAuditTrail and the sink's own error", err)
+	}
 }
 
 // Every audit line goes to the trail, and the trail is synced once per
@@ -243,29 +278,36 @@ func TestCanceledCallIsNotDeadLetteredWhenTheTrailIsBroken(t *testing.T) {
 }
 
 // A funder whose error text is huge, or a caller whose own correlation id
-// is, cannot break a trail shared by every call: the fields are cut, with
-// the length and hash of the whole, and the trail stays healthy.
-func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
-	trail, err := OpenAuditTrail(t.TempDir()+"/trail.jsonl", AuditTrailOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer trail.Close()
-	mock := httpmock.NewMockTransport()
+// is, cannot make a record the sink must refuse: the fields are cut at
+// maxFieldText, followed by the length and SHA-256 of the whole. (With the
+// real trail file: trail's TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail.)
+func TestAuditFieldsAreCutWithTheirLengthAndHash(t *testing.T) {
+	trail := &fakeTrail{}
+	h := newHarness(t, withFakeTrail(trail), WithBudget(1, time.Hour))
 	huge := strings.Repeat("x", 2<<20)
-	mock.RegisterNoResponder(func(*http.Request) (*http.Response, error) {
+	h.mock.RegisterNoResponder(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("malformed HTTP status line " + huge)
 	})
-	tr := New(mock, WithAuditTrail(trail), WithClock(newFakeClock()), WithBudget(1, time.Hour))
 	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
 	req.Header.Set(HeaderCorrelationID, "corr-"+huge)
-	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrDeadLetter) {
+	if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrDeadLetter) {
 		t.Fatalf("error %v, want a dead letter", err)
 	}
-	if err := trail.Err(); err != nil {
-		t.Fatalf("the trail broke: %v", err)
+	trail.mu.Lock()
+	defer trail.mu.Unlock()
+	for _, rec := range trail.records {
+		for _, k := range []string{FieldCorrelationID, FieldError} {
+			v, _ := rec[k].(string)
+			if len(v) > maxFieldText+200 {
+				t.Errorf("%s %s: %d bytes kept", rec["msg"], k, len(v))
+			}
+		}
 	}
-	if got := capText(huge); len(got) > maxFieldText+200 || !strings.Contains(got, fmt.Sprintf("sha256 of all %d", len(huge))) {
+	corr := "corr-" + huge
+	if got := capText(corr); len(got) > maxFieldText+200 || !strings.Contains(got, fmt.Sprintf("sha256 of all %d", len(corr))) {
 		t.Errorf("capText kept %d bytes (%.80q...)", len(got), got[maxFieldText:])
+	}
+	if trail.records[0][FieldCorrelationID] != capText(corr) {
+		t.Errorf("the correlation id is not cut as capText cuts it")
 	}
 }

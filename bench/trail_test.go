@@ -8,25 +8,10 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
-
-// trailEncoderConfig is the encoding grantretry gives its audit trail
-// records (the library's unexported trailEncoderConfig).
-func trailEncoderConfig() zapcore.EncoderConfig {
-	return zapcore.EncoderConfig{
-		TimeKey:    "ts",
-		LevelKey:   "level",
-		MessageKey: "msg",
-		LineEnding: "\n",
-		EncodeTime: func(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
-			enc.AppendString(t.UTC().Format(time.RFC3339Nano))
-		},
-		EncodeLevel:    zapcore.LowercaseLevelEncoder,
-		EncodeDuration: zapcore.StringDurationEncoder,
-	}
-}
 
 // attemptFields are the fields of a realistic attempt record: a reset
 // connection on the second attempt of a submission, with a backoff wait.
@@ -53,7 +38,7 @@ func attemptFields() []zapcore.Field {
 // attemptLine is one attempt record as the Transport hands it to the
 // trail, before the chain fields.
 func attemptLine(b *testing.B) []byte {
-	enc := zapcore.NewJSONEncoder(trailEncoderConfig())
+	enc := zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig())
 	ent := zapcore.Entry{Level: zapcore.InfoLevel, Time: time.Date(2026, 11, 30, 9, 0, 0, 123456789, time.UTC), Message: grantretry.MsgAttempt}
 	buf, err := enc.EncodeEntry(ent, attemptFields())
 	if err != nil {
@@ -62,16 +47,16 @@ func attemptLine(b *testing.B) []byte {
 	return append([]byte(nil), buf.Bytes()...)
 }
 
-func openBenchTrail(b *testing.B) *grantretry.AuditTrail {
-	trail, err := grantretry.OpenAuditTrail(filepath.Join(b.TempDir(), "trail.jsonl"), grantretry.AuditTrailOptions{})
+func openBenchTrail(b *testing.B) *trail.Trail {
+	sink, err := trail.Open(filepath.Join(b.TempDir(), "trail.jsonl"), trail.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { trail.Close() })
-	return trail
+	b.Cleanup(func() { sink.Close() })
+	return sink
 }
 
-// BenchmarkAuditTrail times grantretry.AuditTrail, the hash-chained audit
+// BenchmarkAuditTrail times trail.Trail, the hash-chained audit
 // sink (see docs/audit-trail.md): a record appended without a sync, as
 // every attempt is; a record and a sync, as every disposition is; and a
 // realistic attempt record encoded by zap and written to the trail against
@@ -79,24 +64,24 @@ func openBenchTrail(b *testing.B) *grantretry.AuditTrail {
 // difference.
 func BenchmarkAuditTrail(b *testing.B) {
 	b.Run("op=write", func(b *testing.B) {
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := trail.Write(line); err != nil {
+			if _, err := sink.Write(line); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("op=write+sync", func(b *testing.B) {
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := trail.Write(line); err != nil {
+			if _, err := sink.Write(line); err != nil {
 				b.Fatal(err)
 			}
-			if err := trail.Sync(); err != nil {
+			if err := sink.Sync(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,17 +89,17 @@ func BenchmarkAuditTrail(b *testing.B) {
 	b.Run("op=write+sync/parallel=8", func(b *testing.B) {
 		// Eight goroutines per core each append a record and sync, as
 		// concurrent calls end: one fsync may cover several of them.
-		trail, line := openBenchTrail(b), attemptLine(b)
+		sink, line := openBenchTrail(b), attemptLine(b)
 		b.SetBytes(int64(len(line)))
 		b.SetParallelism(8)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := trail.Write(line); err != nil {
+				if _, err := sink.Write(line); err != nil {
 					b.Error(err)
 					return
 				}
-				if err := trail.Sync(); err != nil {
+				if err := sink.Sync(); err != nil {
 					b.Error(err)
 					return
 				}
@@ -125,8 +110,8 @@ func BenchmarkAuditTrail(b *testing.B) {
 		// A whole call through the Transport with its trail: an attempt
 		// record, a disposition record and the sync that makes the
 		// disposition durable before the caller has it.
-		trail := openBenchTrail(b)
-		client := &http.Client{Transport: grantretry.New(cannedTransport{}, grantretry.WithAuditTrail(trail))}
+		sink := openBenchTrail(b)
+		client := &http.Client{Transport: grantretry.New(cannedTransport{}, grantretry.WithAuditTrail(sink))}
 		ctx := contextFor(http.MethodGet)
 		b.ReportAllocs()
 		for range b.N {
@@ -134,7 +119,7 @@ func BenchmarkAuditTrail(b *testing.B) {
 				b.Fatalf("status %d, err %v", code, err)
 			}
 		}
-		if err := trail.Err(); err != nil {
+		if err := sink.Err(); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -142,9 +127,9 @@ func BenchmarkAuditTrail(b *testing.B) {
 		benchZapAttempt(b, zapcore.AddSync(io.Discard))
 	})
 	b.Run("op=zap-attempt/sink=trail", func(b *testing.B) {
-		trail := openBenchTrail(b)
-		benchZapAttempt(b, trail)
-		if err := trail.Err(); err != nil {
+		sink := openBenchTrail(b)
+		benchZapAttempt(b, sink)
+		if err := sink.Err(); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -153,7 +138,7 @@ func BenchmarkAuditTrail(b *testing.B) {
 // benchZapAttempt logs one attempt record per op to ws, encoded as the
 // Transport encodes its trail records.
 func benchZapAttempt(b *testing.B, ws zapcore.WriteSyncer) {
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(trailEncoderConfig()), ws, zap.DebugLevel))
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()), ws, zap.DebugLevel))
 	fields := attemptFields()
 	b.ReportAllocs()
 	for range b.N {

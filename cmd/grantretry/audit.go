@@ -14,15 +14,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 )
 
 const auditSynopsis = `Usage: grantretry audit verify FILE...
        grantretry audit trace FILE... (--correlation ID | --submission ID | --key KEY)
 
-Reads an audit trail written by grantretry.AuditTrail: its live file, its
-rotated files (FILE.000001 and on) and its head file (FILE.head), given in
-any order; a glob such as trail.jsonl* gives them all. Flags may come before
-or after the files.
+Reads an audit trail written by grantretry's trail package: its live file,
+its rotated files (FILE.000001 and on) and its head file (FILE.head), given
+in any order; a glob such as trail.jsonl* gives them all. Flags may come
+before or after the files.
 
   verify   checks the hash chain across the files and prints "ok" with the
            counts and the last hash (keep it outside the trail), or names
@@ -130,7 +131,7 @@ func auditVerify(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sum, err := grantretry.VerifyAuditTrail(files...)
+	sum, err := trail.Verify(files...)
 	if err != nil {
 		return trailFailure("verify", err, sum)
 	}
@@ -140,8 +141,8 @@ func auditVerify(args []string, stdout io.Writer) error {
 
 // trailFailure is the command's error for a trail that could not be read or
 // does not verify, without the library's prefix, which run's already says.
-func trailFailure(sub string, err error, sum grantretry.TrailSummary) error {
-	var te *grantretry.TrailError
+func trailFailure(sub string, err error, sum trail.Summary) error {
+	var te *trail.Error
 	var pe *fs.PathError
 	switch {
 	case errors.As(err, &te):
@@ -153,7 +154,7 @@ func trailFailure(sub string, err error, sum grantretry.TrailSummary) error {
 }
 
 // writeSummary prints a verified trail's summary.
-func writeSummary(w io.Writer, sum grantretry.TrailSummary) {
+func writeSummary(w io.Writer, sum trail.Summary) {
 	fmt.Fprintf(w, "ok: %s in %s, seq %d..%d, last hash %s\n",
 		countNoun(sum.Records, "record"), countNoun(len(sum.Files), "file"), sum.FirstSeq, sum.LastSeq, sum.LastHash)
 	names := make([]string, len(sum.Files))
@@ -231,9 +232,9 @@ func auditTrace(args []string, stdout io.Writer) error {
 		return err
 	}
 	calls := &traceCalls{byID: map[string]*tracedCall{}}
-	sum, err := grantretry.ReadAuditTrail(files, calls.collect(field, value))
+	sum, err := trail.Read(files, calls.collect(field, value))
 	switch {
-	case err != nil && (len(calls.order) == 0 || !errors.As(err, new(*grantretry.TrailError))):
+	case err != nil && (len(calls.order) == 0 || !errors.As(err, new(*trail.Error))):
 		return trailFailure("trace", err, sum)
 	case err != nil:
 		calls.write(stdout)
@@ -250,9 +251,9 @@ func auditTrace(args []string, stdout io.Writer) error {
 
 // tracedCall is one logical call's records.
 type tracedCall struct {
-	first       grantretry.TrailRecord // the call's first record
-	attempts    []grantretry.TrailRecord
-	disposition *grantretry.TrailRecord
+	first       trail.Record // the call's first record
+	attempts    []trail.Record
+	disposition *trail.Record
 }
 
 // traceCalls gathers the matching records by correlation id. A call ends
@@ -264,8 +265,8 @@ type traceCalls struct {
 	order []*tracedCall
 }
 
-func (c *traceCalls) collect(field, value string) func(grantretry.TrailRecord) error {
-	return func(r grantretry.TrailRecord) error {
+func (c *traceCalls) collect(field, value string) func(trail.Record) error {
+	return func(r trail.Record) error {
 		if (r.Msg != grantretry.MsgAttempt && r.Msg != grantretry.MsgDisposition) || fieldText(r.Fields[field]) != value {
 			return nil
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 )
 
 // auditClock is the Transport's, the trail's and zap's clock: waits
@@ -97,18 +98,18 @@ func newTrailClient(t *testing.T, opts ...grantretry.Option) (string, *cannedFun
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
 	clk := &auditClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-	trail, err := grantretry.OpenAuditTrail(path, grantretry.AuditTrailOptions{Clock: clk})
+	sink, err := trail.Open(path, trail.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := trail.Err(); err != nil {
+		if err := sink.Err(); err != nil {
 			t.Error(err)
 		}
-		trail.Close()
+		sink.Close()
 	})
 	funder := &cannedFunder{answers: map[string][]int{}}
-	all := append([]grantretry.Option{grantretry.WithAuditTrail(trail), grantretry.WithClock(clk)}, opts...)
+	all := append([]grantretry.Option{grantretry.WithAuditTrail(sink), grantretry.WithClock(clk)}, opts...)
 	return path, funder, &http.Client{Transport: grantretry.New(funder, all...)}
 }
 

@@ -23,12 +23,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 )
 
 const deadLetterSynopsis = `Usage: grantretry deadletter <subcommand> DIR [ID...] [flags]
 
 Reads and redelivers the dead letters a grantretry Transport wrote into DIR
-with WithDeadLetter and a DeadLetterDir: calls that ended dead_letter or
+with WithDeadLetter and a deadletter.Dir: calls that ended dead_letter or
 circuit_open, which are work still owed. See docs/dead-letters.md.
 
 Subcommands:
@@ -124,8 +125,8 @@ func (e libError) Unwrap() error { return e.err }
 // openLetters opens an existing dead letter directory for reading only,
 // changing nothing in it, so list, show and a dry run work on a read-only
 // copy such as an auditor's or a backup.
-func openLetters(dir string) (*grantretry.DeadLetterDir, error) {
-	d, err := grantretry.ReadDeadLetterDir(dir)
+func openLetters(dir string) (*deadletter.Dir, error) {
+	d, err := deadletter.OpenReadOnly(dir)
 	if err != nil {
 		return nil, libError{err}
 	}
@@ -133,13 +134,13 @@ func openLetters(dir string) (*grantretry.DeadLetterDir, error) {
 }
 
 // openLettersToWrite opens an existing dead letter directory to mark
-// letters redelivered; unlike OpenDeadLetterDir it does not create a
+// letters redelivered; unlike deadletter.Open it does not create a
 // mistyped one.
-func openLettersToWrite(dir string) (*grantretry.DeadLetterDir, error) {
+func openLettersToWrite(dir string) (*deadletter.Dir, error) {
 	if _, err := openLetters(dir); err != nil {
 		return nil, err
 	}
-	d, err := grantretry.OpenDeadLetterDir(dir)
+	d, err := deadletter.Open(dir)
 	if err != nil {
 		return nil, libError{err}
 	}
@@ -255,14 +256,14 @@ func runDLShow(args []string, stdout io.Writer) error {
 
 // findLetter looks for a waiting letter, then a redelivered one, which
 // comes with its record.
-func findLetter(d *grantretry.DeadLetterDir, id string) (*grantretry.Letter, *grantretry.Redelivery, error) {
+func findLetter(d *deadletter.Dir, id string) (*grantretry.Letter, *deadletter.Redelivery, error) {
 	l, err := d.Get(id)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return l, nil, wrapLib(err)
 	}
 	l, rec, err := d.Redelivered(id)
 	if errors.Is(err, fs.ErrNotExist) && l == nil {
-		return nil, nil, fmt.Errorf("letter %s: not in %s, nor redelivered: %w", id, d.Dir(), fs.ErrNotExist)
+		return nil, nil, fmt.Errorf("letter %s: not in %s, nor redelivered: %w", id, d.Path(), fs.ErrNotExist)
 	}
 	return l, rec, wrapLib(err)
 }
@@ -274,7 +275,7 @@ func wrapLib(err error) error {
 	return libError{err}
 }
 
-func writeLetter(w io.Writer, l *grantretry.Letter, rec *grantretry.Redelivery) error {
+func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
 	field("letter", l.ID)
@@ -305,7 +306,7 @@ func writeLetter(w io.Writer, l *grantretry.Letter, rec *grantretry.Redelivery) 
 	return writeBodyText(w, l)
 }
 
-func letterState(rec *grantretry.Redelivery) string {
+func letterState(rec *deadletter.Redelivery) string {
 	if rec == nil {
 		return "waiting"
 	}
@@ -415,7 +416,7 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 
 // loadLetters returns the letters named, or all of them, and how many could
 // not be read; each of those is reported on stderr.
-func loadLetters(d *grantretry.DeadLetterDir, ids []string, all bool, stderr io.Writer) ([]*grantretry.Letter, int) {
+func loadLetters(d *deadletter.Dir, ids []string, all bool, stderr io.Writer) ([]*grantretry.Letter, int) {
 	if all {
 		letters, err := d.List()
 		if err != nil {
@@ -460,7 +461,7 @@ func reportEach(w io.Writer, err error) {
 
 // redeliverer sends letters one after another and reports on each.
 type redeliverer struct {
-	d      *grantretry.DeadLetterDir
+	d      *deadletter.Dir
 	f      *redeliverFlags
 	stdout io.Writer
 	stderr io.Writer
@@ -498,7 +499,7 @@ func (r redeliverer) run(letters []*grantretry.Letter, unreadable int) error {
 func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
 	defer cancel()
-	resp, err := grantretry.Redeliver(ctx, client, l)
+	resp, err := deadletter.Redeliver(ctx, client, l)
 	if err != nil {
 		return err
 	}
@@ -507,9 +508,9 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 	out, _ := grantretry.OutcomeOf(resp)
 	summary := fmt.Sprintf("answered %s (%s after %s)", resp.Status, out.Disposition, countNoun(out.Attempts, "attempt"))
 	if resp.StatusCode >= 400 {
-		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Dir())
+		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Path())
 	}
-	rec := grantretry.Redelivery{Time: time.Now().UTC(), Status: resp.StatusCode, Disposition: out.Disposition,
+	rec := deadletter.Redelivery{Time: time.Now().UTC(), Status: resp.StatusCode, Disposition: out.Disposition,
 		Attempts: out.Attempts, Note: "grantretry deadletter redeliver"}
 	if err := r.d.MarkRedelivered(l.ID, rec); err != nil {
 		return fmt.Errorf("letter %s was %s, but could not be marked redelivered: %w", l.ID, summary, err)
@@ -714,7 +715,7 @@ func (f headerEnvFlag) Set(s string) error {
 // writePlan prints what redelivering l would send, built as Redeliver
 // builds it, with the operator's headers named but not shown.
 func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
-	req, err := grantretry.NewRedeliveryRequest(context.Background(), l)
+	req, err := deadletter.NewRedeliveryRequest(context.Background(), l)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 )
 
 // dlFunder is a loopback funder that honours Idempotency-Key (one effect
@@ -127,7 +128,7 @@ func dlLetter(id, url string, body []byte) *grantretry.Letter {
 func dlSeed(t *testing.T, letters ...*grantretry.Letter) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "letters")
-	d, err := grantretry.OpenDeadLetterDir(dir)
+	d, err := deadletter.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func dlRun(args ...string) (stdout, stderr string, err error) {
 
 func dlPending(t *testing.T, dir string) []string {
 	t.Helper()
-	d, err := grantretry.OpenDeadLetterDir(dir)
+	d, err := deadletter.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestDeadLetterListReportsACorruptFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, _, err := dlRun("list", dir)
-	if !errors.Is(err, grantretry.ErrBadLetter) {
+	if !errors.Is(err, deadletter.ErrBadLetter) {
 		t.Fatalf("list: %v, want ErrBadLetter", err)
 	}
 	wantAll(t, "error", err.Error(), "L-b.json")
@@ -297,7 +298,7 @@ func TestDeadLetterRedeliverAppliesEachLetterOnceAndMovesIt(t *testing.T) {
 		t.Errorf("letters still waiting: %q", ids)
 	}
 	for _, name := range []string{"L-applied.json", "L-applied.result.json", "L-fresh.json", "L-fresh.result.json"} {
-		if _, err := os.Stat(filepath.Join(dir, grantretry.RedeliveredDir, name)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, deadletter.RedeliveredDir, name)); err != nil {
 			t.Error(err)
 		}
 	}
@@ -514,14 +515,14 @@ func TestDeadLetterFailures(t *testing.T) {
 	}
 }
 
-// dlUntouchedFixture is a letter directory as OpenDeadLetterDir would
+// dlUntouchedFixture is a letter directory as deadletter.Open would
 // change it: without its redelivered subdirectory, and with a temporary
 // file a crashed write left over an hour ago.
 func dlUntouchedFixture(t *testing.T) (dir string, l *grantretry.Letter) {
 	t.Helper()
 	l = dlLetter("L-a", "https://funder.example/v1/applications", dlBody)
 	dir = dlSeed(t, l)
-	if err := os.Remove(filepath.Join(dir, grantretry.RedeliveredDir)); err != nil {
+	if err := os.Remove(filepath.Join(dir, deadletter.RedeliveredDir)); err != nil {
 		t.Fatal(err)
 	}
 	stale := filepath.Join(dir, ".tmp-L-z.json-1")

@@ -1,5 +1,5 @@
 // Command grantretry holds the tools that come with the grantretry library,
-// one subcommand each:
+// one subcommand each, each described in its page of docs/:
 //
 //	grantretry sim [flags]
 //	    run the storm simulator (see docs/choosing-budgets.md)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 )
 
 // instant is a grantretry.Clock whose waits return at once, so the tests
@@ -26,20 +27,20 @@ func simulateForTest(t *testing.T) (simulation, *records, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var trail bytes.Buffer
+	var lines bytes.Buffer
 	recs, err := openRecords(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { recs.trail.Close() })
-	sim, err := simulate(ctx, &trail, recs, grantretry.WithClock(instant{}))
+	sim, err := simulate(ctx, &lines, recs, grantretry.WithClock(instant{}))
 	if err != nil {
 		t.Fatalf("simulate: %v", err)
 	}
 	if len(sim.results) != len(applications) {
 		t.Fatalf("got %d results, want %d", len(sim.results), len(applications))
 	}
-	return sim, recs, trail.Bytes()
+	return sim, recs, lines.Bytes()
 }
 
 // redelivered returns the redelivery of app's dead letter, if it had one.
@@ -167,10 +168,10 @@ func TestKeysAndAttemptsMatchTheFunder(t *testing.T) {
 
 func TestAuditTrail(t *testing.T) {
 	t.Parallel()
-	sim, _, trail := simulateForTest(t)
+	sim, _, lines := simulateForTest(t)
 	results := sim.results
 	msgs := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(trail))
+	sc := bufio.NewScanner(bytes.NewReader(lines))
 	for sc.Scan() {
 		var line map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
@@ -189,7 +190,7 @@ func TestAuditTrail(t *testing.T) {
 	for _, r := range results {
 		attempts += r.outcome.Attempts
 		// Bodies are never logged: no title may reach the trail.
-		if bytes.Contains(trail, []byte(r.app.Title)) {
+		if bytes.Contains(lines, []byte(r.app.Title)) {
 			t.Errorf("the audit trail contains the body of %s", r.app.ID)
 		}
 	}
@@ -254,7 +255,7 @@ func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := grantretry.VerifyAuditTrail(files...)
+	sum, err := trail.Verify(files...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,14 +13,16 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/trail"
 )
 
 // records is what the pipeline keeps on disk: the hash-chained audit trail
 // and the dead letters, in one directory.
 type records struct {
 	dir     string
-	trail   *grantretry.AuditTrail
-	letters *grantretry.DeadLetterDir
+	trail   *trail.Trail
+	letters *deadletter.Dir
 }
 
 const (
@@ -29,16 +31,16 @@ const (
 )
 
 func openRecords(dir string) (*records, error) {
-	trail, err := grantretry.OpenAuditTrail(filepath.Join(dir, trailName), grantretry.AuditTrailOptions{})
+	sink, err := trail.Open(filepath.Join(dir, trailName), trail.Options{})
 	if err != nil {
 		return nil, err
 	}
-	letters, err := grantretry.OpenDeadLetterDir(filepath.Join(dir, lettersName))
+	letters, err := deadletter.Open(filepath.Join(dir, lettersName))
 	if err != nil {
-		trail.Close()
+		sink.Close()
 		return nil, err
 	}
-	return &records{dir: dir, trail: trail, letters: letters}, nil
+	return &records{dir: dir, trail: sink, letters: letters}, nil
 }
 
 // options make a Transport write its audit trail and keep its dead letters
@@ -70,7 +72,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 	var out []redelivery
 	for _, l := range letters {
 		rd := redelivery{letter: l}
-		resp, err := grantretry.Redeliver(ctx, client, l)
+		resp, err := deadletter.Redeliver(ctx, client, l)
 		if err != nil {
 			rd.err = err
 			out = append(out, rd)
@@ -81,7 +83,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 		rd.outcome, _ = grantretry.OutcomeOf(resp)
 		rd.status = resp.StatusCode
 		if rd.outcome.Disposition == grantretry.Succeeded {
-			mark := grantretry.Redelivery{ID: l.ID, Time: time.Now(), Status: rd.status,
+			mark := deadletter.Redelivery{ID: l.ID, Time: time.Now(), Status: rd.status,
 				Disposition: rd.outcome.Disposition, Attempts: rd.outcome.Attempts, Note: "redelivered by the grantsgov demo"}
 			if err := r.letters.MarkRedelivered(l.ID, mark); err != nil {
 				return nil, err
@@ -121,7 +123,7 @@ func (r *records) verifyTrail(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sum, err := grantretry.VerifyAuditTrail(files...)
+	sum, err := trail.Verify(files...)
 	if err != nil {
 		return err
 	}
@@ -137,12 +139,12 @@ func (r *records) verifyTrail(w io.Writer) error {
 
 // printNextSteps tells the reader how to look at what the demo kept.
 func (r *records) printNextSteps(w io.Writer) {
-	trail := filepath.Join(r.dir, trailName)
+	live := filepath.Join(r.dir, trailName)
 	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", trail)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", trail)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
-		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, grantretry.RedeliveredDir))
+		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
 
 // demoDir is where main keeps the records: a new directory under the

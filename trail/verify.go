@@ -1,28 +1,24 @@
-package grantretry
+package trail
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/grantretry/grantretry"
 )
 
-// TrailError is the first broken record VerifyAuditTrail or ReadAuditTrail
-// found. It matches ErrAuditTrail.
-type TrailError struct {
+// Error is the first broken record Verify or Read found. It matches
+// grantretry.ErrAuditTrail.
+type Error struct {
 	File string // the file, as given
 	Line int    // 1-based line number in File
 	// Seq is the record's seq, or, when the record's own cannot be read,
@@ -34,12 +30,12 @@ type TrailError struct {
 }
 
 // Error returns "grantretry: audit trail: FILE line N (record seq S): PROBLEM".
-func (e *TrailError) Error() string {
+func (e *Error) Error() string {
 	return "grantretry: audit trail: " + e.Position() + ": " + e.Problem
 }
 
 // Position returns "FILE line N (record seq S)".
-func (e *TrailError) Position() string {
+func (e *Error) Position() string {
 	s := e.File
 	if e.Line > 0 {
 		s += " line " + strconv.Itoa(e.Line)
@@ -50,12 +46,12 @@ func (e *TrailError) Position() string {
 	return s
 }
 
-// Is matches ErrAuditTrail.
-func (e *TrailError) Is(target error) bool { return target == ErrAuditTrail }
+// Is matches grantretry.ErrAuditTrail.
+func (e *Error) Is(target error) bool { return target == grantretry.ErrAuditTrail }
 
-// TrailSummary describes a verified trail, or the part of it read before
+// Summary describes a verified trail, or the part of it read before
 // the first broken record.
-type TrailSummary struct {
+type Summary struct {
 	Files    []string // the files with records, in chain order
 	Records  int
 	FirstSeq uint64
@@ -68,22 +64,8 @@ type TrailSummary struct {
 	Dispositions map[string]int // disposition records per disposition
 }
 
-// TrailRecord is one record of a trail, as ReadAuditTrail hands it over.
-type TrailRecord struct {
-	File  string
-	Line  int
-	Seq   uint64
-	Hash  string
-	Time  time.Time // the ts field, zero if it has none or it does not parse
-	Level string
-	Msg   string
-	// Fields holds every other key of the record (not ts, level, msg, seq,
-	// prev or hash), numbers as json.Number.
-	Fields map[string]any
-}
-
-// VerifyAuditTrail checks the hash chain of the given trail files, the
-// live one and the rotated ones, in any order. When they carry the trail's
+// Verify checks the hash chain of the given trail files, the live one and
+// the rotated ones, in any order. When they carry the trail's
 // own names (one live file FILE and rotated files FILE.000001 and on) it
 // reads them in rotation order, the live file last; otherwise in the order
 // of the seq of their first record. Every record must be a JSON object
@@ -92,37 +74,18 @@ type TrailRecord struct {
 // has a head file, the chain must reach the seq it says was synced, with
 // the hash it says. The head files are FILE.head beside the files, and any
 // head file given among paths (a path ending in .head), wherever it is.
-// It returns a *TrailError naming the first broken record.
-func VerifyAuditTrail(paths ...string) (TrailSummary, error) {
-	return ReadAuditTrail(paths, nil)
-}
-
-// ReadAuditTrail verifies the trail as VerifyAuditTrail does and hands
-// every record to fn, in chain order, as it goes. It stops at the first
-// broken record, after fn has seen every record before it, or at fn's
-// first error, which it returns. fn may be nil.
-func ReadAuditTrail(paths []string, fn func(TrailRecord) error) (TrailSummary, error) {
-	v := &verifier{fn: fn, h: sha256.New()}
-	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
-	files, err := v.order(paths)
-	if err != nil {
-		return v.sum, err
-	}
-	for _, f := range files {
-		if err := v.file(f); err != nil {
-			return v.sum, err
-		}
-	}
-	return v.sum, v.finish(paths)
+// It returns a *Error naming the first broken record.
+func Verify(paths ...string) (Summary, error) {
+	return Read(paths, nil)
 }
 
 // verifier reads a trail's files in chain order, checking each record
 // against the one before.
 type verifier struct {
-	fn    func(TrailRecord) error
+	fn    func(Record) error
 	h     hash.Hash
 	heads []*headCheck
-	sum   TrailSummary
+	sum   Summary
 	files trailNames
 	cur   trailFile // the file being read
 	lines int       // lines read in it
@@ -158,7 +121,7 @@ type trailNames struct {
 // by the seq of each file's first record.
 func (v *verifier) order(paths []string) ([]trailFile, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: no file to read", ErrAuditTrail)
+		return nil, fmt.Errorf("%w: no file to read", grantretry.ErrAuditTrail)
 	}
 	var files []trailFile
 	seen := map[string]bool{}
@@ -280,21 +243,6 @@ func (n *trailNames) missingRotated(lo, hi int) ([]string, int) {
 	return names, count
 }
 
-// isHeadPath reports whether p is a head file, as a glob like trail.jsonl*
-// picks it up with the trail's files.
-func isHeadPath(p string) bool { return strings.HasSuffix(p, ".head") }
-
-// trailBase is the live file's path of the trail p belongs to.
-func trailBase(p string) string {
-	dir, name := filepath.Split(p)
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		if _, ok := rotatedIndex(name[:i], name); ok {
-			return filepath.Join(dir, name[:i])
-		}
-	}
-	return p
-}
-
 // addHead reads the head file at path, if there is one and it is not
 // known yet.
 func (v *verifier) addHead(path string) error {
@@ -319,7 +267,7 @@ func (v *verifier) addHead(path string) error {
 func firstSeq(path string) (uint64, error) {
 	rr, err := openRecords(path)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return 0, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	defer rr.close()
 	line, err := rr.next()
@@ -327,11 +275,11 @@ func firstSeq(path string) (uint64, error) {
 	case err == io.EOF:
 		return 0, nil
 	case err != nil && !isLineProblem(err):
-		return 0, fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return 0, fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	l, ok := parseLink(line)
 	if err != nil || !ok {
-		return 0, &TrailError{File: path, Line: 1, Problem: "the first line is not a record with chain fields, the file cannot be put in order"}
+		return 0, &Error{File: path, Line: 1, Problem: "the first line is not a record with chain fields, the file cannot be put in order"}
 	}
 	return l.seq, nil
 }
@@ -340,7 +288,7 @@ func firstSeq(path string) (uint64, error) {
 func (v *verifier) file(f trailFile) error {
 	rr, err := openRecords(f.path)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+		return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 	}
 	defer rr.close()
 	v.cur, v.lines = f, 0
@@ -353,7 +301,7 @@ func (v *verifier) file(f trailFile) error {
 		case isLineProblem(err):
 			return v.broken(rr.line, 0, lineProblem(err))
 		case err != nil:
-			return fmt.Errorf("%w: %w", ErrAuditTrail, err)
+			return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 		}
 		if err := v.record(rr.line, line); err != nil {
 			return err
@@ -389,7 +337,7 @@ func (v *verifier) broken(line int, seq uint64, problem string) error {
 	if seq == 0 {
 		seq = v.seq + 1
 	}
-	return &TrailError{File: v.cur.path, Line: line, Seq: seq, Problem: problem}
+	return &Error{File: v.cur.path, Line: line, Seq: seq, Problem: problem}
 }
 
 // chainProblem says what is wrong with record l, the n-th line of its
@@ -478,20 +426,10 @@ func (v *verifier) notGiven(line []byte) ([]string, int) {
 // record, "" otherwise.
 func continuedFrom(line []byte) string {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil || rawString(m["msg"]) != MsgTrailContinued {
+	if json.Unmarshal(line, &m) != nil || rawString(m["msg"]) != MsgContinued {
 		return ""
 	}
-	return rawString(m[FieldTrailPrevFile])
-}
-
-// rawString returns the JSON string raw holds, "" if it holds anything
-// else.
-func rawString(raw json.RawMessage) string {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
+	return rawString(m[FieldPrevFile])
 }
 
 func notAmong(names []string, count int) string {
@@ -523,39 +461,8 @@ func (v *verifier) headProblem(l link) string {
 	return ""
 }
 
-// decode parses the record's JSON: all of it when fn wants it, else only
-// what the summary counts.
-func (v *verifier) decode(n int, line []byte, l link) (TrailRecord, error) {
-	rec := TrailRecord{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
-	if v.fn == nil {
-		// Only msg and disposition, matched exactly, of any type: a
-		// struct would match keys in any case and refuse a number.
-		var m map[string]json.RawMessage
-		err := json.Unmarshal(line, &m)
-		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{FieldDisposition: rawString(m[FieldDisposition])}
-		return rec, err
-	}
-	if !json.Valid(line) {
-		return rec, errors.New("not JSON")
-	}
-	d := json.NewDecoder(bytes.NewReader(line))
-	d.UseNumber()
-	if err := d.Decode(&rec.Fields); err != nil {
-		return rec, err
-	}
-	rec.Msg, _ = rec.Fields["msg"].(string)
-	rec.Level, _ = rec.Fields["level"].(string)
-	if ts, ok := rec.Fields["ts"].(string); ok {
-		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
-	}
-	for _, k := range []string{"ts", "level", "msg", FieldSeq, FieldPrev, FieldHash} {
-		delete(rec.Fields, k)
-	}
-	return rec, nil
-}
-
 // accept makes l the last record read and counts it.
-func (v *verifier) accept(l link, rec TrailRecord) {
+func (v *verifier) accept(l link, rec Record) {
 	s := &v.sum
 	if s.Records == 0 {
 		s.FirstSeq = l.seq
@@ -567,8 +474,8 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 	s.LastSeq = l.seq
 	s.LastHash = rec.Hash
 	s.Messages[rec.Msg]++
-	if rec.Msg == MsgDisposition {
-		d, _ := rec.Fields[FieldDisposition].(string)
+	if rec.Msg == grantretry.MsgDisposition {
+		d, _ := rec.Fields[grantretry.FieldDisposition].(string)
 		s.Dispositions[d]++
 	}
 	v.seq, v.last, v.lastF = l.seq, l.hash, v.cur
@@ -578,263 +485,13 @@ func (v *verifier) accept(l link, rec TrailRecord) {
 // that it reaches every head.
 func (v *verifier) finish(paths []string) error {
 	if v.sum.Records == 0 {
-		return &TrailError{File: strings.Join(paths, ", "), Problem: "no record in the trail"}
+		return &Error{File: strings.Join(paths, ", "), Problem: "no record in the trail"}
 	}
 	for _, hc := range v.heads {
 		if hc.head.Seq > v.seq {
-			return &TrailError{File: v.cur.path, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
+			return &Error{File: v.cur.path, Line: v.lines + 1, Seq: v.seq + 1, Problem: fmt.Sprintf(
 				"trail ends at seq %d but its head says seq %d was synced: records missing from the end", v.seq, hc.head.Seq)}
 		}
 	}
 	return nil
-}
-
-// link is a record's chain fields.
-type link struct {
-	seq    uint64
-	prev   [32]byte
-	hash   [32]byte
-	hashed []byte // the bytes the hash covers, after the link before
-}
-
-const (
-	seqKey  = `,"seq":`
-	prevKey = `,"prev":"`
-	hashKey = `,"hash":"`
-)
-
-// parseLink reads the chain fields that end line (without its newline):
-// `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}`. The hashed part is
-// everything before the last ,"hash":", which is the trail's: inside a
-// JSON string a quote is always escaped.
-func parseLink(line []byte) (link, bool) {
-	var l link
-	i := bytes.LastIndex(line, []byte(hashKey))
-	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
-		return l, false
-	}
-	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
-		return l, false
-	}
-	hashed := line[:i]
-	j := bytes.LastIndex(hashed, []byte(prevKey))
-	if j < 0 || len(hashed)-j != len(prevKey)+64+1 || hashed[len(hashed)-1] != '"' {
-		return l, false
-	}
-	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
-		return l, false
-	}
-	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
-	if k < 0 {
-		return l, false
-	}
-	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
-	if err != nil || seq == 0 {
-		return l, false
-	}
-	l.seq, l.hashed = seq, hashed
-	return l, true
-}
-
-// checkLine parses line's chain fields and checks its hash; it returns
-// what is wrong, "" if nothing.
-func checkLine(h hash.Hash, line []byte) (link, string) {
-	l, ok := parseLink(line)
-	if !ok {
-		if !json.Valid(line) {
-			return l, "not a JSON object (torn or edited?)"
-		}
-		return l, "no chain fields (seq, prev, hash) at the end of the record"
-	}
-	var sum [32]byte
-	linkSum(h, &l.prev, l.hashed, &sum)
-	if sum != l.hash {
-		return l, "hash does not match the record (edited?)"
-	}
-	return l, ""
-}
-
-// recordReader reads a trail file line by line.
-type recordReader struct {
-	f    *os.File
-	r    *bufio.Reader
-	line int   // number of the line last read
-	end  int64 // offset just past it
-}
-
-// Problems of a line as read, before its content is looked at.
-var (
-	errNoNewline   = errors.New("file ends mid-record (torn or truncated)")
-	errLineTooLong = fmt.Errorf("record longer than %d bytes", maxRecordBytes)
-)
-
-func isLineProblem(err error) bool {
-	return errors.Is(err, errNoNewline) || errors.Is(err, errLineTooLong)
-}
-
-func lineProblem(err error) string { return err.Error() }
-
-func openRecords(path string) (*recordReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return &recordReader{f: f, r: bufio.NewReaderSize(f, maxRecordBytes)}, nil
-}
-
-func (rr *recordReader) close() { rr.f.Close() }
-
-// next returns the next line without its newline, valid until the next
-// call; io.EOF at the end; errNoNewline with the partial last line;
-// errLineTooLong for a line longer than a record can be.
-func (rr *recordReader) next() ([]byte, error) {
-	b, err := rr.r.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
-		return nil, rr.skipLine(len(b))
-	}
-	if err == io.EOF && len(b) == 0 {
-		return nil, io.EOF
-	}
-	rr.line++
-	rr.end += int64(len(b))
-	if err == io.EOF {
-		return b, errNoNewline
-	}
-	if err != nil {
-		return nil, err
-	}
-	return b[:len(b)-1], nil
-}
-
-// skipLine reads past the rest of a line too long to be a record.
-func (rr *recordReader) skipLine(n int) error {
-	rr.line++
-	rr.end += int64(n)
-	for {
-		b, err := rr.r.ReadSlice('\n')
-		rr.end += int64(len(b))
-		if err == nil || err == io.EOF {
-			return errLineTooLong
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
-	}
-}
-
-// fileScan is what scanFile found in one trail file.
-type fileScan struct {
-	size    int64    // bytes in the file
-	records int      // good records, from the first line on
-	end     int64    // offset just past the last good record
-	seq     uint64   // of the last good record, 0 if none
-	last    [32]byte // its hash
-	found   bool     // a good record has the seq scanFile was asked for
-	wantSum [32]byte // its hash
-	// bad is the first line that does not verify against the one before
-	// it in the file, nil if none; badIsLast says it is the file's last.
-	bad       *TrailError
-	badIsLast bool
-	torn      int64    // bytes from end on, when there is a bad line
-	tornSum   [32]byte // their SHA-256
-}
-
-// scanFile checks the chain within the file at path, which may be missing,
-// up to its first bad line. want is a seq whose hash to report.
-func scanFile(path string, want uint64) (fileScan, error) {
-	var s fileScan
-	rr, err := openRecords(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
-	}
-	defer rr.close()
-	if err := s.read(rr, path, want); err != nil {
-		return s, fmt.Errorf("%w: %w", ErrAuditTrail, err)
-	}
-	if s.bad == nil {
-		return s, nil
-	}
-	s.torn = s.size - s.end
-	return s, s.hashTail(rr.f)
-}
-
-// read reads lines up to the first bad one, then on to the end.
-func (s *fileScan) read(rr *recordReader, path string, want uint64) error {
-	h := sha256.New()
-	for {
-		line, err := rr.next()
-		if err == io.EOF {
-			s.size = rr.end
-			return nil
-		}
-		if err != nil && !isLineProblem(err) {
-			return err
-		}
-		if s.bad != nil {
-			s.badIsLast = false
-			continue
-		}
-		problem := ""
-		if err != nil {
-			problem = lineProblem(err)
-		}
-		s.take(h, rr, path, line, want, problem)
-	}
-}
-
-// take checks one line and makes it the last good record, or the bad one.
-func (s *fileScan) take(h hash.Hash, rr *recordReader, path string, line []byte, want uint64, problem string) {
-	var l link
-	if problem == "" {
-		l, problem = checkLine(h, line)
-	}
-	if problem == "" && s.records > 0 && (l.seq != s.seq+1 || l.prev != s.last) {
-		problem = "does not follow the record before"
-	}
-	if problem != "" {
-		seq := l.seq
-		if seq == 0 && s.records > 0 {
-			seq = s.seq + 1
-		}
-		s.bad, s.badIsLast = &TrailError{File: path, Line: rr.line, Seq: seq, Problem: problem}, true
-		return
-	}
-	s.records++
-	s.end, s.seq, s.last = rr.end, l.seq, l.hash
-	if l.seq == want {
-		s.found, s.wantSum = true, l.hash
-	}
-}
-
-// hashTail sums the bytes of f from s.end on.
-func (s *fileScan) hashTail(f *os.File) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, s.end, s.torn)); err != nil {
-		return err
-	}
-	h.Sum(s.tornSum[:0])
-	return nil
-}
-
-// readTrailHead reads the head file at path; nil if there is none.
-func readTrailHead(path string) (*trailHead, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrAuditTrail, err)
-	}
-	var h trailHead
-	var sum [32]byte
-	if err := json.Unmarshal(data, &h); err != nil || h.Seq == 0 || len(h.Hash) != 64 {
-		return nil, &TrailError{File: path, Problem: "not a head file (a JSON object with seq and hash)"}
-	}
-	if _, err := hex.Decode(sum[:], []byte(h.Hash)); err != nil {
-		return nil, &TrailError{File: path, Problem: "the head's hash is not hex"}
-	}
-	return &h, nil
 }

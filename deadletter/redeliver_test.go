@@ -1,4 +1,4 @@
-package grantretry_test
+package deadletter_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 )
 
 // ledgerFunder is a loopback funder that honours Idempotency-Key: it
@@ -157,7 +158,7 @@ func TestRedeliverOfAnAppliedLetterHasNoDuplicateEffect(t *testing.T) {
 			f := newLedgerFunder(t)
 			l := ledgerLetter(f.URL)
 			first := applyDirectly(t, l)
-			resp, err := grantretry.Redeliver(context.Background(), client, l)
+			resp, err := deadletter.Redeliver(context.Background(), client, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +181,7 @@ func TestRedeliverAppliesANeverAppliedLetterOnce(t *testing.T) {
 	for name, client := range redeliveryClients(t) {
 		t.Run(name, func(t *testing.T) {
 			f := newLedgerFunder(t)
-			resp, err := grantretry.Redeliver(context.Background(), client, ledgerLetter(f.URL))
+			resp, err := deadletter.Redeliver(context.Background(), client, ledgerLetter(f.URL))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +201,7 @@ func TestRedeliverSendsTheLetterAsWritten(t *testing.T) {
 	l.Header["idempotency-key"] = []string{"stale"} // a stray spelling must not be sent
 	before := *l
 	before.Header = l.Header.Clone()
-	resp, err := grantretry.Redeliver(context.Background(), redeliveryClients(t)["grantretry transport"], l)
+	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["grantretry transport"], l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestRedeliverSendsTheLetterAsWritten(t *testing.T) {
 
 func TestNewRedeliveryRequestIsReplayable(t *testing.T) {
 	l := ledgerLetter("https://funder.example")
-	req, err := grantretry.NewRedeliveryRequest(context.Background(), l)
+	req, err := deadletter.NewRedeliveryRequest(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestRedeliverSendsAnIdempotentMethodWithoutKey(t *testing.T) {
 	f := newLedgerFunder(t)
 	l := ledgerLetter(f.URL)
 	l.Method, l.IdempotencyKey = http.MethodPut, ""
-	resp, err := grantretry.Redeliver(context.Background(), redeliveryClients(t)["plain client"], l)
+	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +296,11 @@ func TestRedeliverRefusesUnsafeLetters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newLedgerFunder(t)
-			resp, err := grantretry.Redeliver(context.Background(), redeliveryClients(t)["plain client"], tc.edit(ledgerLetter(f.URL)))
+			resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], tc.edit(ledgerLetter(f.URL)))
 			if resp != nil {
 				resp.Body.Close()
 			}
-			if !errors.Is(err, grantretry.ErrBadLetter) {
+			if !errors.Is(err, deadletter.ErrBadLetter) {
 				t.Errorf("Redeliver: %v, want ErrBadLetter", err)
 			}
 			if err != nil && !strings.HasPrefix(err.Error(), "grantretry: letter") {
@@ -315,11 +316,11 @@ func TestRedeliverRefusesUnsafeLetters(t *testing.T) {
 func TestRedeliverRefusesNilClientAndContext(t *testing.T) {
 	f := newLedgerFunder(t)
 	l := ledgerLetter(f.URL)
-	if _, err := grantretry.Redeliver(context.Background(), nil, l); !errors.Is(err, grantretry.ErrInvalidRequest) {
+	if _, err := deadletter.Redeliver(context.Background(), nil, l); !errors.Is(err, grantretry.ErrInvalidRequest) {
 		t.Errorf("nil client: %v, want ErrInvalidRequest", err)
 	}
 	var nilCtx context.Context
-	if _, err := grantretry.Redeliver(nilCtx, redeliveryClients(t)["plain client"], l); !errors.Is(err, grantretry.ErrInvalidRequest) {
+	if _, err := deadletter.Redeliver(nilCtx, redeliveryClients(t)["plain client"], l); !errors.Is(err, grantretry.ErrInvalidRequest) {
 		t.Errorf("nil context: %v, want ErrInvalidRequest", err)
 	}
 	if _, keys := f.counts(); len(keys) != 0 {
@@ -348,7 +349,7 @@ func ExampleRedeliver() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	letters, err := grantretry.OpenDeadLetterDir(dir)
+	letters, err := deadletter.Open(dir)
 	if err != nil {
 		panic(err)
 	}
@@ -366,7 +367,7 @@ func ExampleRedeliver() {
 	}
 	for range 2 {
 		for _, l := range pending {
-			resp, err := grantretry.Redeliver(context.Background(), http.DefaultClient, l)
+			resp, err := deadletter.Redeliver(context.Background(), http.DefaultClient, l)
 			if err != nil {
 				panic(err)
 			}
@@ -375,7 +376,7 @@ func ExampleRedeliver() {
 			fmt.Println(l.ID, resp.StatusCode, string(receipt))
 		}
 	}
-	if err := letters.MarkRedelivered(letter.ID, grantretry.Redelivery{Status: http.StatusOK}); err != nil {
+	if err := letters.MarkRedelivered(letter.ID, deadletter.Redelivery{Status: http.StatusOK}); err != nil {
 		panic(err)
 	}
 	pending, _ = letters.List()
@@ -388,7 +389,7 @@ func ExampleRedeliver() {
 
 // The whole path: a submission the funder applied but whose answers were
 // lost (503s after the effect) is dead-lettered by the Transport into a
-// DeadLetterDir, without the pipeline's token; once the funder is back, the
+// deadletter.Dir, without the pipeline's token; once the funder is back, the
 // letter read from the directory is redelivered with a fresh token and the
 // same key, and the funder answers with the original receipt: one effect.
 func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
@@ -407,7 +408,7 @@ func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
 		f.serve(w, r)
 	}))
 	t.Cleanup(lossy.Close)
-	dir, err := grantretry.OpenDeadLetterDir(t.TempDir())
+	dir, err := deadletter.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
 	losing = false
 	down.Unlock()
 	for name, rc := range redeliveryClients(t) {
-		resp, err := grantretry.Redeliver(context.Background(), rc, l)
+		resp, err := deadletter.Redeliver(context.Background(), rc, l)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -469,7 +470,7 @@ func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
 func TestNewRedeliveryRequestKeepsTheHost(t *testing.T) {
 	l := ledgerLetter("https://10.0.0.7")
 	l.Host = "portal.funder.test"
-	req, err := grantretry.NewRedeliveryRequest(context.Background(), l)
+	req, err := deadletter.NewRedeliveryRequest(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +478,53 @@ func TestNewRedeliveryRequestKeepsTheHost(t *testing.T) {
 		t.Errorf("request Host %q to %q, want portal.funder.test to 10.0.0.7", req.Host, req.URL.Host)
 	}
 	l.Host = "evil.test\r\nX-Injected: 1"
-	if _, err := grantretry.NewRedeliveryRequest(context.Background(), l); !errors.Is(err, grantretry.ErrBadLetter) {
+	if _, err := deadletter.NewRedeliveryRequest(context.Background(), l); !errors.Is(err, deadletter.ErrBadLetter) {
 		t.Errorf("a Host with CR LF: error %v, want ErrBadLetter", err)
 	}
 }
+
+// What NewRedeliveryRequest refuses in a submission id, a key or a header
+// value is what a Transport refuses (ErrInvalidRequest) in the same place:
+// the two keep their own copies of the rule (rules.go), and this holds
+// them together.
+func TestRedeliveryRulesAgreeWithTheTransport(t *testing.T) {
+	long := strings.Repeat("g", grantretry.MaxSubmissionIDLen)
+	values := []string{"GRANT-2026-0042", "tab\there", long, long + "g", "cr\rhere", "lf\nhere", "nul\x00", "del\x7f", "bell\x07"}
+	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody, Request: r}, nil
+	})
+	tr := grantretry.New(ok)
+	for _, field := range []string{"submission id", "idempotency key", "correlation id", "header"} {
+		for _, v := range values {
+			l := ledgerLetter("https://funder.test")
+			ctx := context.Background()
+			req, _ := http.NewRequest(http.MethodPost, l.URL, bytes.NewReader(l.Body))
+			switch field {
+			case "submission id":
+				l.SubmissionID = v
+				req = req.WithContext(grantretry.WithSubmissionID(ctx, v))
+			case "idempotency key":
+				l.IdempotencyKey = v
+				req.Header.Set(grantretry.HeaderIdempotencyKey, v)
+			case "correlation id":
+				l.CorrelationID = v
+				req.Header.Set(grantretry.HeaderCorrelationID, v)
+			case "header":
+				l.Header.Set("X-Note", v)
+				req.Header.Set("X-Note", v)
+			}
+			_, letterErr := deadletter.NewRedeliveryRequest(ctx, l)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if refused := errors.Is(err, grantretry.ErrInvalidRequest); refused != (letterErr != nil) {
+				t.Errorf("%s %.20q: the Transport refuses it: %v (%v); NewRedeliveryRequest: %v", field, v, refused, err, letterErr)
+			}
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,7 +1,6 @@
-package grantretry
+package trail
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,14 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grantretry/grantretry"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 // trailLogger writes to trail as the Transport does: zap's JSON encoder
 // with the trail's encoder config, its times from clk.
-func trailLogger(trail *AuditTrail, clk zapcore.Clock) *zap.Logger {
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(trailEncoderConfig()), trail, zap.DebugLevel)
+func trailLogger(trail *Trail, clk zapcore.Clock) *zap.Logger {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()), trail, zap.DebugLevel)
 	return zap.New(core, zap.WithClock(clk))
 }
 
@@ -36,47 +35,47 @@ func (c fakeZapClock) NewTicker(d time.Duration) *time.Ticker { return time.NewT
 
 // logAttempt writes a realistic attempt record of call corr.
 func logAttempt(log *zap.Logger, corr string, n int) {
-	log.Info(MsgAttempt,
-		zap.String(FieldCorrelationID, corr),
-		zap.String(FieldIdempotencyKey, "idem-"+corr),
-		zap.String(FieldSubmissionID, "GRANT-2026-0042"),
-		zap.String(FieldMethod, "POST"),
-		zap.String(FieldHost, "grants.example.gov"),
-		zap.String(FieldPath, "/v1/applications"),
-		zap.Int(FieldAttempt, n),
-		zap.Int(FieldStatus, 503),
-		zap.String(FieldError, ""),
-		zap.String(FieldReason, "transient:503"),
-		zap.Bool(FieldRetryable, true),
-		zap.Duration(FieldWait, 1500*time.Millisecond),
-		zap.String(FieldWaitSource, "backoff"),
-		zap.Duration(FieldLatency, 80*time.Millisecond),
-		zap.Duration(FieldElapsed, 2*time.Second),
+	log.Info(grantretry.MsgAttempt,
+		zap.String(grantretry.FieldCorrelationID, corr),
+		zap.String(grantretry.FieldIdempotencyKey, "idem-"+corr),
+		zap.String(grantretry.FieldSubmissionID, "GRANT-2026-0042"),
+		zap.String(grantretry.FieldMethod, "POST"),
+		zap.String(grantretry.FieldHost, "grants.example.gov"),
+		zap.String(grantretry.FieldPath, "/v1/applications"),
+		zap.Int(grantretry.FieldAttempt, n),
+		zap.Int(grantretry.FieldStatus, 503),
+		zap.String(grantretry.FieldError, ""),
+		zap.String(grantretry.FieldReason, "transient:503"),
+		zap.Bool(grantretry.FieldRetryable, true),
+		zap.Duration(grantretry.FieldWait, 1500*time.Millisecond),
+		zap.String(grantretry.FieldWaitSource, "backoff"),
+		zap.Duration(grantretry.FieldLatency, 80*time.Millisecond),
+		zap.Duration(grantretry.FieldElapsed, 2*time.Second),
 	)
 }
 
 // logDisposition writes a realistic disposition record of call corr.
-func logDisposition(log *zap.Logger, corr string, d Disposition) {
-	log.Warn(MsgDisposition,
-		zap.String(FieldCorrelationID, corr),
-		zap.String(FieldIdempotencyKey, "idem-"+corr),
-		zap.String(FieldSubmissionID, "GRANT-2026-0042"),
-		zap.String(FieldMethod, "POST"),
-		zap.String(FieldHost, "grants.example.gov"),
-		zap.String(FieldPath, "/v1/applications"),
-		zap.String(FieldDisposition, string(d)),
-		zap.Int(FieldAttempts, 3),
-		zap.String(FieldStopReason, string(d)),
-		zap.Int(FieldStatus, 503),
-		zap.String(FieldPayloadSHA256, strings.Repeat("ab", 32)),
-		zap.Int64(FieldPayloadBytes, 1843),
-		zap.Duration(FieldElapsed, 4*time.Second),
+func logDisposition(log *zap.Logger, corr string, d grantretry.Disposition) {
+	log.Warn(grantretry.MsgDisposition,
+		zap.String(grantretry.FieldCorrelationID, corr),
+		zap.String(grantretry.FieldIdempotencyKey, "idem-"+corr),
+		zap.String(grantretry.FieldSubmissionID, "GRANT-2026-0042"),
+		zap.String(grantretry.FieldMethod, "POST"),
+		zap.String(grantretry.FieldHost, "grants.example.gov"),
+		zap.String(grantretry.FieldPath, "/v1/applications"),
+		zap.String(grantretry.FieldDisposition, string(d)),
+		zap.Int(grantretry.FieldAttempts, 3),
+		zap.String(grantretry.FieldStopReason, string(d)),
+		zap.Int(grantretry.FieldStatus, 503),
+		zap.String(grantretry.FieldPayloadSHA256, strings.Repeat("ab", 32)),
+		zap.Int64(grantretry.FieldPayloadBytes, 1843),
+		zap.Duration(grantretry.FieldElapsed, 4*time.Second),
 	)
 }
 
-func openTestTrail(t *testing.T, path string, o AuditTrailOptions) *AuditTrail {
+func openTestTrail(t *testing.T, path string, o Options) *Trail {
 	t.Helper()
-	trail, err := OpenAuditTrail(path, o)
+	trail, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +146,7 @@ func mustLink(t *testing.T, line []byte) link {
 func messages(t *testing.T, dir string) []string {
 	t.Helper()
 	var msgs []string
-	_, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
+	_, err := Read(trailFiles(t, dir), func(r Record) error {
 		msgs = append(msgs, r.Msg)
 		return nil
 	})
@@ -161,7 +160,7 @@ func messages(t *testing.T, dir string) []string {
 // nanoseconds, lowercase level, durations as text, no caller or logger.
 func TestTrailEncoderConfig(t *testing.T) {
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{})
 	clk := newFakeClock()
 	clk.now = time.Date(2026, 11, 30, 4, 0, 0, 500_000_000, time.FixedZone("EST", -5*3600))
 	log := trailLogger(trail, fakeZapClock{clk}).Named("audit").WithOptions(zap.AddCaller(), zap.AddStacktrace(zap.InfoLevel))
@@ -190,7 +189,7 @@ func TestTrailEncoderConfig(t *testing.T) {
 func TestAuditTrailChainFields(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{Clock: clk})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{Clock: clk})
 	logAttempt(trailLogger(trail, fakeZapClock{clk}), "c1", 1)
 	lines := readLines(t, filepath.Join(dir, "trail.jsonl"))
 	if len(lines) != 2 {
@@ -218,7 +217,7 @@ func TestAuditTrailChainFields(t *testing.T) {
 func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 	const writers, each = 50, 100
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 256 << 10})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 256 << 10})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -236,8 +235,8 @@ func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 	}
 	files := trailFiles(t, dir)
 	seen := map[string]int{}
-	sum, err := ReadAuditTrail(files, func(r TrailRecord) error {
-		if c, ok := r.Fields[FieldCorrelationID].(string); ok {
+	sum, err := Read(files, func(r Record) error {
+		if c, ok := r.Fields[grantretry.FieldCorrelationID].(string); ok {
 			seen[c]++
 		}
 		return nil
@@ -249,8 +248,8 @@ func TestAuditTrailConcurrentWritesFormOneChain(t *testing.T) {
 		t.Errorf("%d files, %d in the summary, want 3 or more", len(files), len(sum.Files))
 	}
 	// trail_opened, then one trail_continued per rotated file
-	if want := writers*each + len(files); sum.Records != want || sum.Messages[MsgAttempt] != writers*each {
-		t.Errorf("%d records (%d attempts), want %d (%d)", sum.Records, sum.Messages[MsgAttempt], want, writers*each)
+	if want := writers*each + len(files); sum.Records != want || sum.Messages[grantretry.MsgAttempt] != writers*each {
+		t.Errorf("%d records (%d attempts), want %d (%d)", sum.Records, sum.Messages[grantretry.MsgAttempt], want, writers*each)
 	}
 	for c, n := range seen {
 		if n != 1 {
@@ -271,7 +270,7 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 	const writers, each = 8, 25
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 8 << 10})
+	trail := openTestTrail(t, path, Options{MaxFileSize: 8 << 10})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	var mu sync.Mutex
 	headAfter := map[string]uint64{} // record -> head seq once its Sync returned
@@ -303,8 +302,8 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqOf := map[string]uint64{}
-	sum, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
-		if c, ok := r.Fields[FieldCorrelationID].(string); ok {
+	sum, err := Read(trailFiles(t, dir), func(r Record) error {
+		if c, ok := r.Fields[grantretry.FieldCorrelationID].(string); ok {
 			seqOf[c] = r.Seq
 		}
 		return nil
@@ -326,7 +325,7 @@ func TestAuditTrailConcurrentSyncsCoverTheirRecords(t *testing.T) {
 // the new one with trail_continued, naming the file the chain comes from.
 func TestAuditTrailRotationContinuesTheChain(t *testing.T) {
 	dir := t.TempDir()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 2000})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 2000})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	for i := range 12 {
 		logAttempt(log, "c", i+1)
@@ -338,12 +337,12 @@ func TestAuditTrailRotationContinuesTheChain(t *testing.T) {
 	}
 	for i, f := range files[1:] {
 		first := string(readLines(t, f)[0])
-		want := fmt.Sprintf(`"msg":"%s","file":"trail.jsonl","prev_file":"%s"`, MsgTrailContinued, filepath.Base(files[i]))
+		want := fmt.Sprintf(`"msg":"%s","file":"trail.jsonl","prev_file":"%s"`, MsgContinued, filepath.Base(files[i]))
 		if !strings.Contains(first, want) {
 			t.Errorf("%s starts with %s, want %s", f, first, want)
 		}
 	}
-	if _, err := VerifyAuditTrail(files...); err != nil {
+	if _, err := Verify(files...); err != nil {
 		t.Error(err)
 	}
 }
@@ -372,10 +371,10 @@ func TestAuditTrailRefusesMalformedRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			before := readLines(t, path)
 			n, err := trail.Write([]byte(tc.p))
-			if n != 0 || !errors.Is(err, ErrAuditTrail) {
+			if n != 0 || !errors.Is(err, grantretry.ErrAuditTrail) {
 				t.Fatalf("Write = %d, %v; want 0 and ErrAuditTrail", n, err)
 			}
 			if after := readLines(t, path); len(after) != len(before) {
@@ -400,12 +399,12 @@ func TestAuditTrailAcceptsKeysThatOnlyLookReserved(t *testing.T) {
 	} {
 		t.Run(rec, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
+			trail := openTestTrail(t, path, Options{})
 			if _, err := trail.Write([]byte(rec + "\n")); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			trail.Close()
-			if _, err := VerifyAuditTrail(path); err != nil {
+			if _, err := Verify(path); err != nil {
 				t.Error(err)
 			}
 		})
@@ -415,13 +414,13 @@ func TestAuditTrailAcceptsKeysThatOnlyLookReserved(t *testing.T) {
 // Several records in one Write are each chained.
 func TestAuditTrailWriteChainsEachLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	p := []byte(`{"msg":"a"}` + "\n" + `{"msg":"b"}` + "\n")
 	if n, err := trail.Write(p); n != len(p) || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
 	trail.Close()
-	if got := messages(t, filepath.Dir(path)); !slices.Equal(got, []string{MsgTrailOpened, "a", "b"}) {
+	if got := messages(t, filepath.Dir(path)); !slices.Equal(got, []string{MsgOpened, "a", "b"}) {
 		t.Errorf("records %q", got)
 	}
 }
@@ -429,13 +428,13 @@ func TestAuditTrailWriteChainsEachLine(t *testing.T) {
 // A write failure is returned, and every later Write and Sync fails with
 // an error wrapping it: a chain with a hole does not go on.
 func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
-	trail := openTestTrail(t, filepath.Join(t.TempDir(), "trail.jsonl"), AuditTrailOptions{})
+	trail := openTestTrail(t, filepath.Join(t.TempDir(), "trail.jsonl"), Options{})
 	trail.mu.Lock()
 	trail.f.Close() // the disk goes away under the trail
 	trail.mu.Unlock()
 	rec := []byte(`{"msg":"a"}` + "\n")
 	_, first := trail.Write(rec)
-	if !errors.Is(first, ErrAuditTrail) || !errors.Is(first, os.ErrClosed) {
+	if !errors.Is(first, grantretry.ErrAuditTrail) || !errors.Is(first, os.ErrClosed) {
 		t.Fatalf("Write: %v, want ErrAuditTrail wrapping os.ErrClosed", first)
 	}
 	if trail.Err() != first {
@@ -445,7 +444,7 @@ func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
 	if err := trail.Sync(); !errors.Is(err, first) {
 		t.Errorf("Sync after the failure: %v, want it to wrap %v", err, first)
 	}
-	if !errors.Is(later, first) || !errors.Is(later, ErrAuditTrail) {
+	if !errors.Is(later, first) || !errors.Is(later, grantretry.ErrAuditTrail) {
 		t.Errorf("Write after the failure: %v, want it to wrap %v", later, first)
 	}
 	if err := trail.Close(); !errors.Is(err, first) {
@@ -456,23 +455,23 @@ func TestAuditTrailWriteFailureIsSticky(t *testing.T) {
 // Close syncs; writes after it fail, and Err says the trail is closed.
 func TestAuditTrailClosedRefusesWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	if _, err := trail.Write([]byte(`{"msg":"a"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := trail.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := trail.Write([]byte(`{"msg":"b"}` + "\n")); !errors.Is(err, ErrAuditTrail) {
+	if _, err := trail.Write([]byte(`{"msg":"b"}` + "\n")); !errors.Is(err, grantretry.ErrAuditTrail) {
 		t.Errorf("Write after Close: %v", err)
 	}
-	if !errors.Is(trail.Err(), ErrAuditTrail) {
+	if !errors.Is(trail.Err(), grantretry.ErrAuditTrail) {
 		t.Errorf("Err() after Close = %v", trail.Err())
 	}
 	if err := trail.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if sum, err := VerifyAuditTrail(path); err != nil || sum.HeadSeq != 2 {
+	if sum, err := Verify(path); err != nil || sum.HeadSeq != 2 {
 		t.Errorf("after Close: head seq %d, %v; want 2 (synced)", sum.HeadSeq, err)
 	}
 }
@@ -481,7 +480,7 @@ func TestAuditTrailClosedRefusesWrites(t *testing.T) {
 // since, it does not touch the disk.
 func TestAuditTrailSyncWritesHead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
+	trail := openTestTrail(t, path, Options{})
 	if _, err := trail.Write([]byte(`{"msg":"a"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -505,339 +504,23 @@ func TestAuditTrailSyncWritesHead(t *testing.T) {
 	}
 }
 
-// Reopening a trail continues its chain, with trail_reopened.
-func TestAuditTrailReopenContinuesChain(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "trail.jsonl")
-	for range 2 {
-		trail := openTestTrail(t, path, AuditTrailOptions{})
-		logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
-		if err := trail.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := []string{MsgTrailOpened, MsgAttempt, MsgTrailReopened, MsgAttempt}
-	if got := messages(t, dir); !slices.Equal(got, want) {
-		t.Errorf("records %q, want %q", got, want)
-	}
-}
-
-// A torn last line (a crash in the middle of an append) is cut off on
-// open and recorded, with its size and hash; the chain goes on whole.
-func TestAuditTrailRecoversTornTail(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		torn func(last []byte) []byte
-	}{
-		{"partial line", func(last []byte) []byte { return last[:len(last)/2] }},
-		{"line that does not verify", func(last []byte) []byte {
-			return bytes.Replace(last, []byte("grantretry.attempt"), []byte("grantretry.attemPt"), 1)
-		}},
-		{"zeros", func(last []byte) []byte { return make([]byte, 300) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
-			logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
-			trail.Close()
-			lines := readLines(t, path)
-			// the record that was being appended when the crash came
-			torn := tc.torn(bytes.Replace(lines[1], []byte(`"seq":2`), []byte(`"seq":3`), 1))
-			appendBytes(t, path, torn)
-			trail = openTestTrail(t, path, AuditTrailOptions{})
-			trail.Close()
-			want := []string{MsgTrailOpened, MsgAttempt, MsgTrailRecovered, MsgTrailReopened}
-			if got := messages(t, dir); !slices.Equal(got, want) {
-				t.Errorf("records %q, want %q", got, want)
-			}
-			sum := sha256.Sum256(torn)
-			rec := string(readLines(t, path)[2])
-			for _, s := range []string{fmt.Sprintf(`"torn_bytes":%d`, len(torn)), `"torn_sha256":"` + hex.EncodeToString(sum[:])} {
-				if !strings.Contains(rec, s) {
-					t.Errorf("trail_recovered lacks %s: %s", s, rec)
-				}
-			}
-		})
-	}
-}
-
-// A trail that lost synced records, or is damaged before its last line, is
-// not opened: cutting it would hide the damage.
-func TestAuditTrailRefusesDamagedTrail(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		damage func(t *testing.T, path string)
-	}{
-		{"synced records cut at a line boundary", func(t *testing.T, path string) {
-			lines := readLines(t, path)
-			writeLines(t, path, lines[:len(lines)-2])
-		}},
-		{"a record before the last edited", func(t *testing.T, path string) {
-			lines := readLines(t, path)
-			lines[1] = bytes.Replace(lines[1], []byte(`"attempt":1`), []byte(`"attempt":7`), 1)
-			writeLines(t, path, lines)
-		}},
-		{"synced last record edited", func(t *testing.T, path string) {
-			lines := readLines(t, path)
-			lines[len(lines)-1] = bytes.Replace(lines[len(lines)-1], []byte(`"attempt":3`), []byte(`"attempt":7`), 1)
-			writeLines(t, path, lines)
-		}},
-		{"live file deleted", func(t *testing.T, path string) { os.Remove(path) }},
-		{"a line before the last zeroed, no head", func(t *testing.T, path string) {
-			os.Remove(path + ".head")
-			lines := readLines(t, path)
-			lines[2] = append(make([]byte, len(lines[2])-1), '\n')
-			writeLines(t, path, lines)
-		}},
-		{"head not JSON", func(t *testing.T, path string) { os.WriteFile(path+".head", []byte("{"), 0o600) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
-			log := trailLogger(trail, zapcore.DefaultClock)
-			for i := range 3 {
-				logAttempt(log, "c", i+1)
-			}
-			trail.Close()
-			tc.damage(t, path)
-			before, _ := os.ReadFile(path)
-			if tr, err := OpenAuditTrail(path, AuditTrailOptions{}); !errors.Is(err, ErrAuditTrail) {
-				if tr != nil {
-					tr.Close()
-				}
-				t.Fatalf("OpenAuditTrail: %v, want ErrAuditTrail", err)
-			}
-			if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
-				t.Error("the refused open changed the live file")
-			}
-		})
-	}
-}
-
-// A crash between renaming the live file and creating the next one leaves
-// no live file: the chain goes on from the newest rotated file.
-func TestAuditTrailReopenAfterCrashMidRotation(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{})
-	logAttempt(trailLogger(trail, zapcore.DefaultClock), "c", 1)
-	trail.Close()
-	if err := os.Rename(path, path+".000001"); err != nil {
-		t.Fatal(err)
-	}
-	trail = openTestTrail(t, path, AuditTrailOptions{})
-	trail.Close()
-	want := []string{MsgTrailOpened, MsgAttempt, MsgTrailContinued, MsgTrailReopened}
-	if got := messages(t, dir); !slices.Equal(got, want) {
-		t.Errorf("records %q, want %q", got, want)
-	}
-}
-
 func TestOpenAuditTrailRejectsBadArguments(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		path string
-		o    AuditTrailOptions
+		o    Options
 	}{
-		{"empty path", "", AuditTrailOptions{}},
-		{"negative size", "trail.jsonl", AuditTrailOptions{MaxFileSize: -1}},
-		{"missing directory", "no/such/dir/trail.jsonl", AuditTrailOptions{}},
+		{"empty path", "", Options{}},
+		{"negative size", "trail.jsonl", Options{MaxFileSize: -1}},
+		{"missing directory", "no/such/dir/trail.jsonl", Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.path
 			if path != "" {
 				path = filepath.Join(t.TempDir(), path)
 			}
-			if tr, err := OpenAuditTrail(path, tc.o); !errors.Is(err, ErrAuditTrail) || tr != nil {
+			if tr, err := Open(path, tc.o); !errors.Is(err, grantretry.ErrAuditTrail) || tr != nil {
 				t.Errorf("OpenAuditTrail = %v, %v; want nil and ErrAuditTrail", tr, err)
-			}
-		})
-	}
-}
-
-// crashDirEnv switches TestAuditTrailCrashChild on, in a child process,
-// with the trail's directory.
-const crashDirEnv = "GRANTRETRY_TEST_TRAIL_CRASH_DIR"
-
-// TestAuditTrailCrashChild is the process the crash tests kill: it writes
-// records as fast as it can, every 5th a disposition after which it syncs,
-// and prints "synced SEQ HASH" only once Sync has returned.
-func TestAuditTrailCrashChild(t *testing.T) {
-	dir := os.Getenv(crashDirEnv)
-	if dir == "" {
-		t.Skip("the crash tests' child process")
-	}
-	trail, err := OpenAuditTrail(filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 8 << 10})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	log := trailLogger(trail, zapcore.DefaultClock)
-	for n := 1; ; n++ {
-		corr := fmt.Sprintf("call-%d", (n+4)/5)
-		if n%5 != 0 {
-			logAttempt(log, corr, n%5)
-			continue
-		}
-		logDisposition(log, corr, Succeeded)
-		if err := trail.Sync(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(3)
-		}
-		trail.mu.Lock()
-		seq, last := trail.seq, trail.last
-		trail.mu.Unlock()
-		fmt.Printf("synced %d %x\n", seq, last)
-	}
-}
-
-// killChild runs TestAuditTrailCrashChild on dir, SIGKILLs it once it has
-// reported n syncs, and returns the hash of each synced seq.
-func killChild(t *testing.T, dir string, n int) map[uint64]string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAuditTrailCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	synced := map[uint64]string{}
-	sc := bufio.NewScanner(out)
-	for len(synced) < n && sc.Scan() {
-		var seq uint64
-		var h string
-		if _, err := fmt.Sscanf(sc.Text(), "synced %d %s", &seq, &h); err == nil {
-			synced[seq] = h
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if len(synced) < n {
-		t.Fatalf("the child reported %d syncs, want %d; its stderr:\n%s", len(synced), n, stderr.String())
-	}
-	return synced
-}
-
-// checkSynced reopens the trail in dir, verifies it, and checks that every
-// record reported synced is in it, unchanged.
-func checkSynced(t *testing.T, dir string, synced map[uint64]string) []string {
-	t.Helper()
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{})
-	if err := trail.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got := map[uint64]string{}
-	var msgs []string
-	_, err := ReadAuditTrail(trailFiles(t, dir), func(r TrailRecord) error {
-		got[r.Seq] = r.Hash
-		msgs = append(msgs, r.Msg)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq, h := range synced {
-		if got[seq] != h {
-			t.Errorf("synced record seq %d: hash %q in the trail, %q reported", seq, got[seq], h)
-		}
-	}
-	return msgs
-}
-
-// A process killed while writing loses no record it had synced: after a
-// reopen the trail verifies and holds every one, unchanged.
-func TestAuditTrailCrashKeepsSyncedRecords(t *testing.T) {
-	dir := t.TempDir()
-	synced := killChild(t, dir, 40)
-	msgs := checkSynced(t, dir, synced)
-	if !slices.Contains(msgs, MsgTrailReopened) {
-		t.Error("no trail_reopened after the crash")
-	}
-}
-
-// A crash in the middle of an append, which a kill leaves as a torn last
-// line, is cut off on reopen and recorded; no synced record is lost.
-func TestAuditTrailCrashMidAppendRecovers(t *testing.T) {
-	dir := t.TempDir()
-	synced := killChild(t, dir, 30)
-	appendBytes(t, filepath.Join(dir, "trail.jsonl"), []byte(`{"level":"info","ts":"2026-11-30T09:00:00Z","msg":"grantretry.attempt","correlation_id":"call-`))
-	msgs := checkSynced(t, dir, synced)
-	if !slices.Contains(msgs, MsgTrailRecovered) {
-		t.Error("no trail_recovered after the torn append")
-	}
-}
-
-// killTrail leaves trail as a process killed mid-stream would: records
-// written, the last ones never synced, nothing closed cleanly.
-func killTrail(t *testing.T, trail *AuditTrail) {
-	t.Helper()
-	trail.mu.Lock()
-	defer trail.mu.Unlock()
-	trail.f.Close()
-	trail.fault.CompareAndSwap(nil, &trailFault{first: errTrailClosed, later: errTrailClosed})
-	trail.closed = true
-}
-
-// After a power loss the unsynced tail, after the record the head says
-// was synced, may hold pages never written (zeros) or garbage, followed by
-// more lines: it is cut from its first bad line to the end, recorded, and
-// the chain goes on.
-func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		damage func(lines [][]byte) // lines[3] and on were never synced
-	}{
-		{"a zeroed page across two records", func(lines [][]byte) {
-			page := make([]byte, len(lines[3])+len(lines[4])/2)
-			copy(lines[4], page[len(lines[3]):])
-			copy(lines[3], page)
-		}},
-		{"a line longer than a record", func(lines [][]byte) {
-			lines[3] = append(bytes.Repeat([]byte{'x'}, 2*maxRecordBytes), '\n')
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "trail.jsonl")
-			trail := openTestTrail(t, path, AuditTrailOptions{})
-			log := trailLogger(trail, zapcore.DefaultClock)
-			logDisposition(log, "a", Succeeded)
-			if err := trail.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 4 { // attempts of calls in flight
-				logAttempt(log, "b", i+1)
-			}
-			killTrail(t, trail)
-			lines := readLines(t, path)
-			tc.damage(lines)
-			writeLines(t, path, lines)
-			offset := len(lines[0]) + len(lines[1]) + len(lines[2])
-			torn := bytes.Join(lines[3:], nil)
-
-			trail = openTestTrail(t, path, AuditTrailOptions{})
-			if err := trail.Close(); err != nil {
-				t.Fatal(err)
-			}
-			want := []string{MsgTrailOpened, MsgDisposition, MsgAttempt, MsgTrailRecovered, MsgTrailReopened}
-			if got := messages(t, dir); !slices.Equal(got, want) {
-				t.Fatalf("records %q, want %q", got, want)
-			}
-			sum := sha256.Sum256(torn)
-			rec := string(readLines(t, path)[3])
-			for _, s := range []string{fmt.Sprintf(`"torn_offset":%d`, offset), fmt.Sprintf(`"torn_bytes":%d`, len(torn)),
-				`"torn_sha256":"` + hex.EncodeToString(sum[:])} {
-				if !strings.Contains(rec, s) {
-					t.Errorf("trail_recovered lacks %s: %s", s, rec)
-				}
 			}
 		})
 	}
@@ -849,7 +532,7 @@ func TestAuditTrailCutsDamagedTailAfterHead(t *testing.T) {
 func TestAuditTrailSyncCoversARotationDuringItsFsync(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "trail.jsonl")
-	trail := openTestTrail(t, path, AuditTrailOptions{MaxFileSize: 2000})
+	trail := openTestTrail(t, path, Options{MaxFileSize: 2000})
 	log := trailLogger(trail, zapcore.DefaultClock)
 	logAttempt(log, "a", 1)
 	var synced []*os.File // the file each fsync was about to sync
@@ -878,13 +561,13 @@ func TestAuditTrailSyncCoversARotationDuringItsFsync(t *testing.T) {
 		t.Errorf("the later Sync did not sync the new live file")
 	}
 	checkHeadAtLast(t, trail)
-	if _, err := VerifyAuditTrail(trailFiles(t, dir)...); err != nil {
+	if _, err := Verify(trailFiles(t, dir)...); err != nil {
 		t.Error(err)
 	}
 }
 
 // checkHeadAtLast checks that the head names the last record written.
-func checkHeadAtLast(t *testing.T, trail *AuditTrail) {
+func checkHeadAtLast(t *testing.T, trail *Trail) {
 	t.Helper()
 	trail.mu.Lock()
 	seq, last := trail.seq, trail.last
@@ -898,7 +581,7 @@ func checkHeadAtLast(t *testing.T, trail *AuditTrail) {
 // lockCheckClock counts the calls of Now made while its trail's mu was
 // held, which STYLE forbids: a Clock is the caller's code.
 type lockCheckClock struct {
-	trail       atomic.Pointer[AuditTrail]
+	trail       atomic.Pointer[Trail]
 	calls, held atomic.Int32
 }
 
@@ -921,7 +604,7 @@ func (c *lockCheckClock) Sleep(ctx context.Context, _ time.Duration) error { ret
 func TestAuditTrailReadsClockWithoutLock(t *testing.T) {
 	dir := t.TempDir()
 	clk := &lockCheckClock{}
-	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 2000, Clock: clk})
+	trail := openTestTrail(t, filepath.Join(dir, "trail.jsonl"), Options{MaxFileSize: 2000, Clock: clk})
 	clk.trail.Store(trail)
 	log := trailLogger(trail, zapcore.DefaultClock)
 	for i := range 8 {

@@ -1,10 +1,12 @@
-package grantretry
+// Package deadletter keeps the calls a grantretry Transport could not
+// complete as letters in a directory, and sends them again under their
+// own Idempotency-Key (see docs/dead-letters.md): Open a Dir and give it
+// to grantretry.WithDeadLetter; List, Get and Redeliver work it off.
+package deadletter
 
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,21 +15,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/internal/durable"
 )
 
-// ErrBadLetter matches every error about a letter that is malformed, lies
-// about its body, cannot be read back, or cannot be redelivered safely.
-var ErrBadLetter = errors.New("grantretry: bad letter")
-
-// MaxLetterIDLen bounds a Letter's ID, which is also its file name.
-const MaxLetterIDLen = 128
-
-// RedeliveredDir is the subdirectory of a DeadLetterDir that holds the
-// letters marked redelivered, each with its result.
+// RedeliveredDir is the subdirectory of a Dir that holds the letters
+// marked redelivered, each with its result.
 const RedeliveredDir = "redelivered"
 
 const (
@@ -36,25 +33,25 @@ const (
 	// tempPrefix starts every temporary file: a leading dot keeps it out
 	// of List and of a shell's "*.json".
 	tempPrefix = ".tmp-"
-	// staleTempAge is how old a temporary file must be before
-	// OpenDeadLetterDir removes it, so that opening the directory in one
-	// process never deletes a letter another process is writing.
+	// staleTempAge is how old a temporary file must be before Open
+	// removes it, so that opening the directory in one process never
+	// deletes a letter another process is writing.
 	staleTempAge = time.Minute
 	// maxLetterFile bounds what is read back as one letter.
 	maxLetterFile = 256 << 20
 )
 
-// DeadLetterDir is the durable DeadLetterSink: a directory holding each
-// letter as its own file, <ID>.json, written so that a crash leaves either a
-// whole letter or none. Letters marked redelivered move to the
-// RedeliveredDir subdirectory, next to a record of the redelivery; a letter
-// file is never edited. Open one with OpenDeadLetterDir to write letters, or
-// with ReadDeadLetterDir only to read them; the zero value is not usable. A
-// DeadLetterDir is safe for concurrent use, and several processes may write
-// letters into one directory.
-type DeadLetterDir struct {
+// Dir is the durable grantretry.DeadLetterSink: a directory holding each
+// letter as its own file, <ID>.json, written so that a crash leaves either
+// a whole letter or none. Letters marked redelivered move to the
+// RedeliveredDir subdirectory, next to a record of the redelivery; a
+// letter file is never edited. Open one with Open to write letters, or
+// with OpenReadOnly only to read them; the zero value is not usable. A Dir
+// is safe for concurrent use, and several processes may write letters into
+// one directory.
+type Dir struct {
 	dir string
-	// readOnly is set by ReadDeadLetterDir: every write is refused.
+	// readOnly is set by OpenReadOnly: every write is refused.
 	readOnly bool
 	// mu serialises MarkRedelivered, and publishing where the filesystem
 	// has no hard links, within this process.
@@ -66,29 +63,29 @@ type DeadLetterDir struct {
 	link           func(oldname, newname string) error
 }
 
-var _ DeadLetterSink = (*DeadLetterDir)(nil)
+var _ grantretry.DeadLetterSink = (*Dir)(nil)
 
 // Redelivery records what became of a letter that was sent again. It is
 // written as <ID>.result.json next to the letter in RedeliveredDir, and is
 // plain data, like a Letter.
 type Redelivery struct {
-	ID          string      `json:"id"` // the letter's
-	Time        time.Time   `json:"time"`
-	Status      int         `json:"status"`                // the answer's status code
-	Disposition Disposition `json:"disposition,omitempty"` // when the redelivery went through a Transport
-	Attempts    int         `json:"attempts,omitempty"`    // likewise
-	Note        string      `json:"note,omitempty"`
+	ID          string                 `json:"id"` // the letter's
+	Time        time.Time              `json:"time"`
+	Status      int                    `json:"status"`                // the answer's status code
+	Disposition grantretry.Disposition `json:"disposition,omitempty"` // when the redelivery went through a Transport
+	Attempts    int                    `json:"attempts,omitempty"`    // likewise
+	Note        string                 `json:"note,omitempty"`
 }
 
-// OpenDeadLetterDir opens dir as a DeadLetterDir, creating it (mode 0700)
-// and its RedeliveredDir if needed. It removes the temporary files a
+// Open opens dir as a Dir, creating it (mode 0700) and its RedeliveredDir
+// if needed. It removes the temporary files a
 // crashed write left behind, once they are a minute old; a younger one may
 // belong to another process still writing, and is ignored by List anyway.
-func OpenDeadLetterDir(dir string) (*DeadLetterDir, error) {
+func Open(dir string) (*Dir, error) {
 	if dir == "" {
 		return nil, errors.New("grantretry: dead letter directory: empty name")
 	}
-	d := &DeadLetterDir{dir: dir}
+	d := &Dir{dir: dir}
 	if err := mkdirDurable(dir); err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
@@ -103,13 +100,13 @@ func OpenDeadLetterDir(dir string) (*DeadLetterDir, error) {
 	return d, nil
 }
 
-// ReadDeadLetterDir opens dir, which must exist, as a DeadLetterDir for
-// reading only: List, Get and Redelivered work, PutDeadLetter and
-// MarkRedelivered return an error matching fs.ErrPermission. Unlike
-// OpenDeadLetterDir it changes nothing on disk (it creates no directory and
-// removes no temporary file), so it works on a read-only copy, such as an
-// auditor's or a backup. A missing dir is an error matching fs.ErrNotExist.
-func ReadDeadLetterDir(dir string) (*DeadLetterDir, error) {
+// OpenReadOnly opens dir, which must exist, as a Dir for reading only:
+// List, Get and Redelivered work, PutDeadLetter and MarkRedelivered return
+// an error matching fs.ErrPermission. Unlike Open it changes nothing on
+// disk (it creates no directory and removes no temporary file), so it
+// works on a read-only copy, such as an auditor's or a backup. A missing
+// dir is an error matching fs.ErrNotExist.
+func OpenReadOnly(dir string) (*Dir, error) {
 	if dir == "" {
 		return nil, errors.New("grantretry: dead letter directory: empty name")
 	}
@@ -120,13 +117,13 @@ func ReadDeadLetterDir(dir string) (*DeadLetterDir, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %s is not a directory", dir)
 	}
-	return &DeadLetterDir{dir: dir, readOnly: true}, nil
+	return &Dir{dir: dir, readOnly: true}, nil
 }
 
-// Dir returns the directory's path.
-func (d *DeadLetterDir) Dir() string { return d.dir }
+// Path returns the directory's path.
+func (d *Dir) Path() string { return d.dir }
 
-func (d *DeadLetterDir) archive() string { return filepath.Join(d.dir, RedeliveredDir) }
+func (d *Dir) archive() string { return filepath.Join(d.dir, RedeliveredDir) }
 
 // mkdirDurable creates dir if it is missing and syncs its parent, so the
 // new directory survives a crash along with the first letter in it.
@@ -144,7 +141,7 @@ func mkdirDurable(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dir))
+	return durable.SyncDir(filepath.Dir(dir))
 }
 
 func removeStaleTemps(dir string, now time.Time) error {
@@ -171,12 +168,12 @@ func removeStaleTemps(dir string, now time.Time) error {
 // temporary file, synced, given its final name without replacing anything,
 // and the directory synced. It refuses a letter whose ID is already stored
 // (the error matches fs.ErrExist), a malformed one (ErrBadLetter), and
-// every letter if d was opened with ReadDeadLetterDir (fs.ErrPermission).
+// every letter if d was opened with OpenReadOnly (fs.ErrPermission).
 // ctx is consulted only before writing starts: a write once begun is
 // finished, so that a letter is never lost half way.
-func (d *DeadLetterDir) PutDeadLetter(ctx context.Context, l *Letter) error {
+func (d *Dir) PutDeadLetter(ctx context.Context, l *grantretry.Letter) error {
 	if d == nil {
-		return fmt.Errorf("%w: nil *DeadLetterDir", ErrInvalidRequest)
+		return fmt.Errorf("%w: nil *deadletter.Dir", grantretry.ErrInvalidRequest)
 	}
 	if err := validateLetter(l); err != nil {
 		return err
@@ -197,17 +194,17 @@ func (d *DeadLetterDir) PutDeadLetter(ctx context.Context, l *Letter) error {
 	return nil
 }
 
-// writable refuses a write to a directory opened with ReadDeadLetterDir.
-func (d *DeadLetterDir) writable() error {
+// writable refuses a write to a directory opened with OpenReadOnly.
+func (d *Dir) writable() error {
 	if d.readOnly {
-		return fmt.Errorf("%s was opened read-only (ReadDeadLetterDir): %w", d.dir, fs.ErrPermission)
+		return fmt.Errorf("%s was opened read-only (OpenReadOnly): %w", d.dir, fs.ErrPermission)
 	}
 	return nil
 }
 
 // writeFile writes data durably as dir/name: to a temporary file, synced,
 // then published under its name by publish, then dir synced.
-func (d *DeadLetterDir) writeFile(dir, name string, data []byte, publish func(tmp, final string) error) error {
+func (d *Dir) writeFile(dir, name string, data []byte, publish func(tmp, final string) error) error {
 	f, err := os.CreateTemp(dir, tempPrefix+name+"-")
 	if err != nil {
 		return err
@@ -230,7 +227,7 @@ func (d *DeadLetterDir) writeFile(dir, name string, data []byte, publish func(tm
 	if err := publish(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // publishNew gives tmp the name final unless final exists. A hard link
@@ -238,7 +235,7 @@ func (d *DeadLetterDir) writeFile(dir, name string, data []byte, publish func(tm
 // has no hard links it falls back to checking, then renaming, under mu:
 // another process could slip a letter of the same ID in between, but IDs
 // end in a random suffix, so that takes a collision nobody can arrange.
-func (d *DeadLetterDir) publishNew(tmp, final string) error {
+func (d *Dir) publishNew(tmp, final string) error {
 	link := os.Link
 	if d.link != nil {
 		link = d.link
@@ -265,12 +262,12 @@ func (d *DeadLetterDir) publishNew(tmp, final string) error {
 // .json file that is not a whole, valid letter named after its ID is not
 // skipped silently: List still returns every other letter, and err joins
 // one error per such file, each naming it and matching ErrBadLetter.
-func (d *DeadLetterDir) List() ([]*Letter, error) {
+func (d *Dir) List() ([]*grantretry.Letter, error) {
 	entries, err := os.ReadDir(d.dir)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
-	var letters []*Letter
+	var letters []*grantretry.Letter
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
@@ -288,8 +285,8 @@ func (d *DeadLetterDir) List() ([]*Letter, error) {
 	return letters, errors.Join(errs...)
 }
 
-func sortLetters(ls []*Letter) {
-	slices.SortFunc(ls, func(a, b *Letter) int {
+func sortLetters(ls []*grantretry.Letter) {
+	slices.SortFunc(ls, func(a, b *grantretry.Letter) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -300,7 +297,7 @@ func sortLetters(ls []*Letter) {
 // Get returns the letter id, not yet redelivered. The error matches
 // fs.ErrNotExist if there is none, and ErrBadLetter if id is not a valid
 // letter ID or the file is not a valid letter.
-func (d *DeadLetterDir) Get(id string) (*Letter, error) {
+func (d *Dir) Get(id string) (*grantretry.Letter, error) {
 	if err := validateLetterID(id); err != nil {
 		return nil, err
 	}
@@ -310,7 +307,7 @@ func (d *DeadLetterDir) Get(id string) (*Letter, error) {
 // Redelivered returns the letter id from RedeliveredDir and the record of
 // its redelivery. The error matches fs.ErrNotExist if it was not marked
 // redelivered.
-func (d *DeadLetterDir) Redelivered(id string) (*Letter, *Redelivery, error) {
+func (d *Dir) Redelivered(id string) (*grantretry.Letter, *Redelivery, error) {
 	if err := validateLetterID(id); err != nil {
 		return nil, nil, err
 	}
@@ -331,13 +328,13 @@ func (d *DeadLetterDir) Redelivered(id string) (*Letter, *Redelivery, error) {
 
 // readLetter reads dir/<id>.json and checks that it is a valid letter
 // named after its own ID.
-func readLetter(dir, id string) (*Letter, error) {
+func readLetter(dir, id string) (*grantretry.Letter, error) {
 	path := filepath.Join(dir, id+letterExt)
 	data, err := readFileLimited(path)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: letter %s: %w", shownID(id), err)
 	}
-	l := new(Letter)
+	l := new(grantretry.Letter)
 	if err := json.Unmarshal(data, l); err != nil {
 		return nil, badLetter(id, "%s: %v", path, err)
 	}
@@ -370,9 +367,9 @@ func readFileLimited(path string) ([]byte, error) {
 // leaves the letter in place, to be redelivered (with the same key) and
 // marked again, never a moved letter without its record. Two processes
 // marking one letter at once may leave the record of either. If d was
-// opened with ReadDeadLetterDir it changes nothing and returns an error
+// opened with OpenReadOnly it changes nothing and returns an error
 // matching fs.ErrPermission.
-func (d *DeadLetterDir) MarkRedelivered(id string, r Redelivery) error {
+func (d *Dir) MarkRedelivered(id string, r Redelivery) error {
 	if err := validateLetterID(id); err != nil {
 		return err
 	}
@@ -417,89 +414,8 @@ func moveDurable(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(to)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(to)); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(from))
-}
-
-// letterError is an error about one letter that matches ErrBadLetter.
-type letterError struct{ id, msg string }
-
-func (e *letterError) Error() string {
-	if e.id == "" {
-		return "grantretry: letter: " + e.msg
-	}
-	return "grantretry: letter " + shownID(e.id) + ": " + e.msg
-}
-
-func (e *letterError) Is(target error) bool { return target == ErrBadLetter }
-
-func badLetter(id, format string, args ...any) error {
-	return &letterError{id: id, msg: fmt.Sprintf(format, args...)}
-}
-
-// shownID is id as an error message shows it: quoted, and cut short, unless
-// it is a valid letter ID.
-func shownID(id string) string {
-	if validateLetterID(id) == nil {
-		return id
-	}
-	if len(id) > 64 {
-		id = id[:64] + "..."
-	}
-	return strconv.Quote(id)
-}
-
-// validateLetterID reports whether id is safe as a file name on every
-// system: 1 to MaxLetterIDLen of A-Z a-z 0-9 . _ -, no leading dot, no
-// "..", and not ending in ".result", which names a redelivery record.
-func validateLetterID(id string) error {
-	switch {
-	case id == "":
-		return badLetter(id, "no id")
-	case len(id) > MaxLetterIDLen:
-		return badLetter(id, "id is %d bytes, more than %d", len(id), MaxLetterIDLen)
-	case id[0] == '.', strings.Contains(id, ".."), strings.HasSuffix(id, ".result"):
-		return badLetter(id, "id is not a safe file name")
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return badLetter(id, "id has %q, not a safe file name character", c)
-		}
-	}
-	return nil
-}
-
-// validateLetter checks what a stored letter must get right: a safe ID, a
-// version this package reads, and a body that matches its digest.
-func validateLetter(l *Letter) error {
-	if l == nil {
-		return badLetter("", "nil letter")
-	}
-	if err := validateLetterID(l.ID); err != nil {
-		return err
-	}
-	if l.Version < 1 || l.Version > LetterVersion {
-		return badLetter(l.ID, "unsupported version %d (this package reads 1 to %d)", l.Version, LetterVersion)
-	}
-	return checkLetterBody(l)
-}
-
-// checkLetterBody refuses a letter that lies about its body.
-func checkLetterBody(l *Letter) error {
-	if l.BodyOmitted != "" {
-		if len(l.Body) > 0 {
-			return badLetter(l.ID, "body_omitted is set, yet the letter has a body")
-		}
-		return nil
-	}
-	if l.BodyBytes != int64(len(l.Body)) {
-		return badLetter(l.ID, "body_bytes is %d, the body has %d", l.BodyBytes, len(l.Body))
-	}
-	sum := sha256.Sum256(l.Body)
-	if l.BodySHA256 == hex.EncodeToString(sum[:]) || (len(l.Body) == 0 && l.BodySHA256 == "") {
-		return nil
-	}
-	return badLetter(l.ID, "body does not match body_sha256")
+	return durable.SyncDir(filepath.Dir(from))
 }

@@ -1,4 +1,4 @@
-package grantretry
+package deadletter
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/grantretry/grantretry"
 )
 
 // Redeliver sends the dead letter l again through client and returns the
@@ -21,17 +23,17 @@ import (
 // through its Transport. client may be a plain *http.Client or one whose
 // Transport is a grantretry Transport, which then keeps the letter's key
 // and correlation id and retries under its own policy. A nil client is
-// refused (ErrInvalidRequest) rather than replaced by a default one, which
+// refused (grantretry.ErrInvalidRequest) rather than replaced by a default one, which
 // would send without the caller's credentials, timeouts or policy.
 // Letters that cannot be sent safely are refused, sending nothing, with an
 // error matching ErrBadLetter; see NewRedeliveryRequest.
-func Redeliver(ctx context.Context, client *http.Client, l *Letter) (*http.Response, error) {
+func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter) (*http.Response, error) {
 	req, err := NewRedeliveryRequest(ctx, l)
 	if err != nil {
 		return nil, err
 	}
 	if client == nil {
-		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, ErrInvalidRequest)
+		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
 	}
 	return client.Do(req)
 }
@@ -40,25 +42,25 @@ func Redeliver(ctx context.Context, client *http.Client, l *Letter) (*http.Respo
 // method, URL, header and body (a bytes.Reader, so GetBody is set and every
 // retry sends the same bytes), Idempotency-Key set to l.IdempotencyKey and
 // X-Correlation-ID to l.CorrelationID when they are not empty, and ctx
-// carrying l.SubmissionID (WithSubmissionID) when it is not empty. The
+// carrying l.SubmissionID (grantretry.WithSubmissionID) when it is not empty. The
 // letter is not modified.
 //
 // It refuses, with an error matching ErrBadLetter, a letter that is nil,
-// malformed (see DeadLetterDir.PutDeadLetter), of an unsupported version,
-// without its body (BodyOmitted), whose body does not match its SHA-256,
-// whose URL is not an absolute http or https URL, with a control character
-// in a header, key, correlation id or submission id, or whose method is
-// not idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and which has no
+// malformed (see Dir.PutDeadLetter), of an unsupported version, without
+// its body (BodyOmitted), whose body does not match its SHA-256, whose URL
+// is not an absolute http or https URL, with a control character in a
+// header, key, correlation id or submission id, or whose method is not
+// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and which has no
 // Idempotency-Key, since sending it again could apply it twice.
-func NewRedeliveryRequest(ctx context.Context, l *Letter) (*http.Request, error) {
+func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Request, error) {
 	if err := checkRedeliverable(l); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
-		return nil, fmt.Errorf("grantretry: letter %s: nil context: %w", l.ID, ErrInvalidRequest)
+		return nil, fmt.Errorf("grantretry: letter %s: nil context: %w", l.ID, grantretry.ErrInvalidRequest)
 	}
 	if l.SubmissionID != "" {
-		ctx = WithSubmissionID(ctx, l.SubmissionID)
+		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
 	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
 	if err != nil {
@@ -73,26 +75,26 @@ func NewRedeliveryRequest(ctx context.Context, l *Letter) (*http.Request, error)
 
 // redeliveryHeader is a copy of the letter's header with the letter's own
 // key and correlation id, and no other spelling of either.
-func redeliveryHeader(l *Letter) http.Header {
+func redeliveryHeader(l *grantretry.Letter) http.Header {
 	h := make(http.Header, len(l.Header)+2)
 	for name, vs := range l.Header {
 		switch http.CanonicalHeaderKey(name) {
-		case HeaderIdempotencyKey, HeaderCorrelationID:
+		case grantretry.HeaderIdempotencyKey, grantretry.HeaderCorrelationID:
 			continue
 		}
 		h[name] = append([]string(nil), vs...)
 	}
 	if l.IdempotencyKey != "" {
-		h.Set(HeaderIdempotencyKey, l.IdempotencyKey)
+		h.Set(grantretry.HeaderIdempotencyKey, l.IdempotencyKey)
 	}
 	if l.CorrelationID != "" {
-		h.Set(HeaderCorrelationID, l.CorrelationID)
+		h.Set(grantretry.HeaderCorrelationID, l.CorrelationID)
 	}
 	return h
 }
 
 // checkRedeliverable refuses a letter that cannot be sent again safely.
-func checkRedeliverable(l *Letter) error {
+func checkRedeliverable(l *grantretry.Letter) error {
 	if err := validateLetter(l); err != nil {
 		return err
 	}
@@ -108,7 +110,7 @@ func checkRedeliverable(l *Letter) error {
 	return checkLetterFields(l)
 }
 
-func checkLetterURL(l *Letter) error {
+func checkLetterURL(l *grantretry.Letter) error {
 	u, err := url.Parse(l.URL)
 	if err != nil {
 		return badLetter(l.ID, "url: %v", errors.Unwrap(err))
@@ -121,13 +123,13 @@ func checkLetterURL(l *Letter) error {
 
 // checkLetterFields refuses what would split a header or be refused by a
 // Transport: control characters, and a submission id it would not accept.
-func checkLetterFields(l *Letter) error {
+func checkLetterFields(l *grantretry.Letter) error {
 	if hasControl(l.IdempotencyKey) || hasControl(l.CorrelationID) || hasControl(l.Host) || strings.ContainsAny(l.Host, " /") {
 		return badLetter(l.ID, "control character in the idempotency key or correlation id, or an invalid host")
 	}
 	if l.SubmissionID != "" {
-		if validateSubmissionID(l.SubmissionID) != nil {
-			return badLetter(l.ID, "submission id is not 1 to %d bytes without control characters", MaxSubmissionIDLen)
+		if !validSubmissionID(l.SubmissionID) {
+			return badLetter(l.ID, "submission id is not 1 to %d bytes without control characters", grantretry.MaxSubmissionIDLen)
 		}
 	}
 	for name, vs := range l.Header {

@@ -1,4 +1,4 @@
-package grantretry
+package deadletter
 
 import (
 	"bufio"
@@ -19,18 +19,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grantretry/grantretry"
 )
 
 // dlLetter returns a valid letter: a POST with a JSON body, as the
 // Transport would write it.
-func dlLetter(id string, created time.Time) *Letter {
+func dlLetter(id string, created time.Time) *grantretry.Letter {
 	body := []byte(`{"applicant":"Riverside Food Bank","amount":25000}`)
 	sum := sha256.Sum256(body)
-	return &Letter{
-		Version:        LetterVersion,
+	return &grantretry.Letter{
+		Version:        grantretry.LetterVersion,
 		ID:             id,
-		Disposition:    DeadLetter,
-		StopReason:     StopRetriesSpent,
+		Disposition:    grantretry.DeadLetter,
+		StopReason:     grantretry.StopRetriesSpent,
 		Reason:         "transient:503",
 		Method:         http.MethodPost,
 		URL:            "https://funder.example/v1/applications?cycle=2026",
@@ -40,7 +42,7 @@ func dlLetter(id string, created time.Time) *Letter {
 		Body:           body,
 		BodySHA256:     hex.EncodeToString(sum[:]),
 		BodyBytes:      int64(len(body)),
-		IdempotencyKey: IdempotencyKey("GRANT-"+id, body),
+		IdempotencyKey: grantretry.IdempotencyKey("GRANT-"+id, body),
 		CorrelationID:  "c0ffee00" + strconv.Itoa(len(id)),
 		SubmissionID:   "GRANT-" + id,
 		Attempts:       5,
@@ -53,16 +55,16 @@ func dlLetter(id string, created time.Time) *Letter {
 
 var dlT0 = time.Date(2026, 1, 15, 9, 30, 0, 0, time.UTC)
 
-func dlOpen(t *testing.T) *DeadLetterDir {
+func dlOpen(t *testing.T) *Dir {
 	t.Helper()
-	d, err := OpenDeadLetterDir(filepath.Join(t.TempDir(), "letters"))
+	d, err := Open(filepath.Join(t.TempDir(), "letters"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-func dlPut(t *testing.T, d *DeadLetterDir, ls ...*Letter) {
+func dlPut(t *testing.T, d *Dir, ls ...*grantretry.Letter) {
 	t.Helper()
 	for _, l := range ls {
 		if err := d.PutDeadLetter(context.Background(), l); err != nil {
@@ -96,21 +98,21 @@ func TestDeadLetterDirStoresAndReadsBackALetter(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
 	}
-	fi, err := os.Stat(filepath.Join(d.Dir(), want.ID+".json"))
+	fi, err := os.Stat(filepath.Join(d.Path(), want.ID+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("letter file mode %v, want 0600", fi.Mode().Perm())
 	}
-	if names := dlNames(t, d.Dir()); !reflect.DeepEqual(names, []string{want.ID + ".json", RedeliveredDir}) {
+	if names := dlNames(t, d.Path()); !reflect.DeepEqual(names, []string{want.ID + ".json", RedeliveredDir}) {
 		t.Errorf("directory holds %q", names)
 	}
 }
 
 func TestOpenDeadLetterDirCreatesPrivateDirectories(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "letters")
-	if _, err := OpenDeadLetterDir(dir); err != nil {
+	if _, err := Open(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir)} {
@@ -130,8 +132,8 @@ func TestOpenDeadLetterDirRefusesAFileAndAnEmptyName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{file, ""} {
-		if d, err := OpenDeadLetterDir(dir); err == nil {
-			t.Errorf("OpenDeadLetterDir(%q) = %v, want an error", dir, d)
+		if d, err := Open(dir); err == nil {
+			t.Errorf("Open(%q) = %v, want an error", dir, d)
 		}
 	}
 }
@@ -150,7 +152,7 @@ func TestDeadLetterDirNeverOverwritesALetter(t *testing.T) {
 	if err != nil || got.LastStatus != 503 {
 		t.Errorf("after the refused write: %+v, %v; want the first letter", got, err)
 	}
-	if names := dlNames(t, d.Dir()); len(names) != 2 {
+	if names := dlNames(t, d.Path()); len(names) != 2 {
 		t.Errorf("directory holds %q, want the letter and %s only", names, RedeliveredDir)
 	}
 }
@@ -158,26 +160,26 @@ func TestDeadLetterDirNeverOverwritesALetter(t *testing.T) {
 func TestDeadLetterDirRefusesBadLetters(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(l *Letter) *Letter
+		edit func(l *grantretry.Letter) *grantretry.Letter
 	}{
-		{"nil letter", func(*Letter) *Letter { return nil }},
-		{"no id", func(l *Letter) *Letter { l.ID = ""; return l }},
-		{"path separator", func(l *Letter) *Letter { l.ID = "a/b"; return l }},
-		{"backslash", func(l *Letter) *Letter { l.ID = `a\b`; return l }},
-		{"parent directory", func(l *Letter) *Letter { l.ID = ".."; return l }},
-		{"dot dot inside", func(l *Letter) *Letter { l.ID = "a..b"; return l }},
-		{"leading dot", func(l *Letter) *Letter { l.ID = ".tmp-x"; return l }},
-		{"space", func(l *Letter) *Letter { l.ID = "a b"; return l }},
-		{"newline", func(l *Letter) *Letter { l.ID = "a\nb"; return l }},
-		{"too long", func(l *Letter) *Letter { l.ID = strings.Repeat("x", MaxLetterIDLen+1); return l }},
-		{"names a record", func(l *Letter) *Letter { l.ID = "L1.result"; return l }},
-		{"no version", func(l *Letter) *Letter { l.Version = 0; return l }},
-		{"future version", func(l *Letter) *Letter { l.Version = LetterVersion + 1; return l }},
-		{"body edited", func(l *Letter) *Letter { l.Body[0] ^= 1; return l }},
-		{"body length lies", func(l *Letter) *Letter { l.BodyBytes++; return l }},
-		{"no digest", func(l *Letter) *Letter { l.BodySHA256 = ""; return l }},
-		{"digest without body", func(l *Letter) *Letter { l.Body = nil; l.BodyBytes = 0; return l }},
-		{"omitted yet present", func(l *Letter) *Letter { l.BodyOmitted = "too large"; return l }},
+		{"nil letter", func(*grantretry.Letter) *grantretry.Letter { return nil }},
+		{"no id", func(l *grantretry.Letter) *grantretry.Letter { l.ID = ""; return l }},
+		{"path separator", func(l *grantretry.Letter) *grantretry.Letter { l.ID = "a/b"; return l }},
+		{"backslash", func(l *grantretry.Letter) *grantretry.Letter { l.ID = `a\b`; return l }},
+		{"parent directory", func(l *grantretry.Letter) *grantretry.Letter { l.ID = ".."; return l }},
+		{"dot dot inside", func(l *grantretry.Letter) *grantretry.Letter { l.ID = "a..b"; return l }},
+		{"leading dot", func(l *grantretry.Letter) *grantretry.Letter { l.ID = ".tmp-x"; return l }},
+		{"space", func(l *grantretry.Letter) *grantretry.Letter { l.ID = "a b"; return l }},
+		{"newline", func(l *grantretry.Letter) *grantretry.Letter { l.ID = "a\nb"; return l }},
+		{"too long", func(l *grantretry.Letter) *grantretry.Letter { l.ID = strings.Repeat("x", MaxLetterIDLen+1); return l }},
+		{"names a record", func(l *grantretry.Letter) *grantretry.Letter { l.ID = "L1.result"; return l }},
+		{"no version", func(l *grantretry.Letter) *grantretry.Letter { l.Version = 0; return l }},
+		{"future version", func(l *grantretry.Letter) *grantretry.Letter { l.Version = grantretry.LetterVersion + 1; return l }},
+		{"body edited", func(l *grantretry.Letter) *grantretry.Letter { l.Body[0] ^= 1; return l }},
+		{"body length lies", func(l *grantretry.Letter) *grantretry.Letter { l.BodyBytes++; return l }},
+		{"no digest", func(l *grantretry.Letter) *grantretry.Letter { l.BodySHA256 = ""; return l }},
+		{"digest without body", func(l *grantretry.Letter) *grantretry.Letter { l.Body = nil; l.BodyBytes = 0; return l }},
+		{"omitted yet present", func(l *grantretry.Letter) *grantretry.Letter { l.BodyOmitted = "too large"; return l }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := dlOpen(t)
@@ -188,7 +190,7 @@ func TestDeadLetterDirRefusesBadLetters(t *testing.T) {
 			if err != nil && !strings.HasPrefix(err.Error(), "grantretry: letter") {
 				t.Errorf("message %q does not start with \"grantretry: letter\"", err)
 			}
-			if names := dlNames(t, d.Dir()); len(names) != 1 {
+			if names := dlNames(t, d.Path()); len(names) != 1 {
 				t.Errorf("directory holds %q after a refused letter", names)
 			}
 		})
@@ -198,11 +200,11 @@ func TestDeadLetterDirRefusesBadLetters(t *testing.T) {
 func TestDeadLetterDirAcceptsLettersWithoutBody(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(l *Letter)
+		edit func(l *grantretry.Letter)
 	}{
-		{"empty body, no digest", func(l *Letter) { l.Body, l.BodyBytes, l.BodySHA256 = nil, 0, "" }},
-		{"empty body, empty digest", func(l *Letter) { l.Body, l.BodyBytes, l.BodySHA256 = nil, 0, emptySHA256 }},
-		{"omitted body", func(l *Letter) { l.Body, l.BodyOmitted = nil, "body_not_replayable" }},
+		{"empty body, no digest", func(l *grantretry.Letter) { l.Body, l.BodyBytes, l.BodySHA256 = nil, 0, "" }},
+		{"empty body, empty digest", func(l *grantretry.Letter) { l.Body, l.BodyBytes, l.BodySHA256 = nil, 0, hexSHA256(nil) }},
+		{"omitted body", func(l *grantretry.Letter) { l.Body, l.BodyOmitted = nil, "body_not_replayable" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := dlLetter("L1", dlT0)
@@ -254,11 +256,11 @@ func TestDeadLetterDirListSkipsTemporaryAndOtherFiles(t *testing.T) {
 		".tmp-L2.json-123": `{"version":1,"id":"L2"`, // a crashed write
 		"README.txt":       "letters go here",
 	} {
-		if err := os.WriteFile(filepath.Join(d.Dir(), name), []byte(data), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(d.Path(), name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(filepath.Join(d.Dir(), "old.json"), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(d.Path(), "old.json"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	ls, err := d.List()
@@ -270,10 +272,10 @@ func TestDeadLetterDirListSkipsTemporaryAndOtherFiles(t *testing.T) {
 func TestDeadLetterDirListReportsCorruptFilesAndKeepsTheRest(t *testing.T) {
 	d := dlOpen(t)
 	dlPut(t, d, dlLetter("L1", dlT0), dlLetter("L3", dlT0))
-	if err := os.WriteFile(filepath.Join(d.Dir(), "L2.json"), []byte(`{"version":1,"id":"L2","bo`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.Path(), "L2.json"), []byte(`{"version":1,"id":"L2","bo`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(filepath.Join(d.Dir(), "L3.json"), filepath.Join(d.Dir(), "L4.json")); err != nil {
+	if err := os.Rename(filepath.Join(d.Path(), "L3.json"), filepath.Join(d.Path(), "L4.json")); err != nil {
 		t.Fatal(err)
 	}
 	ls, err := d.List()
@@ -295,7 +297,7 @@ func TestDeadLetterDirGetRefusesMissingAndUnsafeIDs(t *testing.T) {
 	if _, err := d.Get("nope"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Get of a missing letter: %v, want fs.ErrNotExist", err)
 	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(d.Dir()), "outside.json"), []byte("{}"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(d.Path()), "outside.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"../outside", "", "a/b", ".tmp-x"} {
@@ -308,15 +310,15 @@ func TestDeadLetterDirGetRefusesMissingAndUnsafeIDs(t *testing.T) {
 func TestDeadLetterDirMarkRedeliveredMovesTheLetterWithItsRecord(t *testing.T) {
 	d := dlOpen(t)
 	dlPut(t, d, dlLetter("L1", dlT0), dlLetter("L2", dlT0))
-	before, err := os.ReadFile(filepath.Join(d.Dir(), "L1.json"))
+	before, err := os.ReadFile(filepath.Join(d.Path(), "L1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := dlT0.Add(24 * time.Hour)
-	if err := d.MarkRedelivered("L1", Redelivery{Time: at, Status: 201, Disposition: Succeeded, Attempts: 1}); err != nil {
+	if err := d.MarkRedelivered("L1", Redelivery{Time: at, Status: 201, Disposition: grantretry.Succeeded, Attempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	after, err := os.ReadFile(filepath.Join(d.Dir(), RedeliveredDir, "L1.json"))
+	after, err := os.ReadFile(filepath.Join(d.Path(), RedeliveredDir, "L1.json"))
 	if err != nil || string(after) != string(before) {
 		t.Errorf("moved letter differs from the letter written (%v)", err)
 	}
@@ -324,7 +326,7 @@ func TestDeadLetterDirMarkRedeliveredMovesTheLetterWithItsRecord(t *testing.T) {
 		t.Errorf("List after the move holds %d letters, want L2 alone", len(ls))
 	}
 	l, r, err := d.Redelivered("L1")
-	want := &Redelivery{ID: "L1", Time: at, Status: 201, Disposition: Succeeded, Attempts: 1}
+	want := &Redelivery{ID: "L1", Time: at, Status: 201, Disposition: grantretry.Succeeded, Attempts: 1}
 	if err != nil || l.ID != "L1" || !reflect.DeepEqual(r, want) {
 		t.Errorf("Redelivered = %+v, %+v, %v; want the letter and %+v", l, r, err, want)
 	}
@@ -391,16 +393,16 @@ func TestDeadLetterDirWithoutHardLinksStillRefusesOverwrite(t *testing.T) {
 	if err := d.PutDeadLetter(context.Background(), dlLetter("L1", dlT0)); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("second letter with the same id: %v, want fs.ErrExist", err)
 	}
-	if names := dlNames(t, d.Dir()); !reflect.DeepEqual(names, []string{"L1.json", RedeliveredDir}) {
+	if names := dlNames(t, d.Path()); !reflect.DeepEqual(names, []string{"L1.json", RedeliveredDir}) {
 		t.Errorf("directory holds %q", names)
 	}
 }
 
 func TestOpenDeadLetterDirRemovesOnlyStaleTemporaryFiles(t *testing.T) {
 	d := dlOpen(t)
-	stale := filepath.Join(d.Dir(), ".tmp-L1.json-1")
-	staleInArchive := filepath.Join(d.Dir(), RedeliveredDir, ".tmp-L0.result.json-2")
-	fresh := filepath.Join(d.Dir(), ".tmp-L2.json-3")
+	stale := filepath.Join(d.Path(), ".tmp-L1.json-1")
+	staleInArchive := filepath.Join(d.Path(), RedeliveredDir, ".tmp-L0.result.json-2")
+	fresh := filepath.Join(d.Path(), ".tmp-L2.json-3")
 	old := time.Now().Add(-2 * staleTempAge)
 	for _, p := range []string{stale, staleInArchive, fresh} {
 		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
@@ -412,7 +414,7 @@ func TestOpenDeadLetterDirRemovesOnlyStaleTemporaryFiles(t *testing.T) {
 			}
 		}
 	}
-	if _, err := OpenDeadLetterDir(d.Dir()); err != nil {
+	if _, err := Open(d.Path()); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]bool{stale: false, staleInArchive: false, fresh: true} {
@@ -437,7 +439,7 @@ func TestDeadLetterDirCrashChild(t *testing.T) {
 		t.Skip("runs only as the child of a crash test")
 	}
 	crashAt, _ := strconv.Atoi(os.Getenv(dlCrashAtEnv))
-	d, err := OpenDeadLetterDir(dir)
+	d, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +472,7 @@ func TestDeadLetterDirCrashChild(t *testing.T) {
 
 // dlChildWrite writes letters w, w+step, w+2*step and so on, reporting
 // each once it is stored.
-func dlChildWrite(t *testing.T, d *DeadLetterDir, w, step int) {
+func dlChildWrite(t *testing.T, d *Dir, w, step int) {
 	for i := w; i < 1000; i += step {
 		l := dlLetter(fmt.Sprintf("L%05d", i), dlT0.Add(time.Duration(i)*time.Second))
 		dlBigBody(l, i)
@@ -484,7 +486,7 @@ func dlChildWrite(t *testing.T, d *DeadLetterDir, w, step int) {
 
 // dlBigBody gives letter i a body of up to 256 KiB, so that a kill at a
 // random moment often lands in the middle of a write.
-func dlBigBody(l *Letter, i int) {
+func dlBigBody(l *grantretry.Letter, i int) {
 	l.Body = []byte(strings.Repeat("grant", (i%7)*10000+1))
 	sum := sha256.Sum256(l.Body)
 	l.BodySHA256, l.BodyBytes = hex.EncodeToString(sum[:]), int64(len(l.Body))
@@ -522,7 +524,7 @@ func dlNextPut(out *bufio.Scanner) (string, bool) {
 // letter in reported among them.
 func dlCheckWhole(t *testing.T, dir string, reported []string) {
 	t.Helper()
-	d := &DeadLetterDir{dir: dir} // not OpenDeadLetterDir: it could clean up
+	d := &Dir{dir: dir} // not Open: it could clean up
 	ls, err := d.List()
 	if err != nil {
 		t.Fatalf("after the crash: %v", err)
@@ -568,18 +570,18 @@ func TestDeadLetterDirCrashBetweenWriteAndRenameLeavesNoHalfLetter(t *testing.T)
 		t.Fatalf("temporary files after the crash: %q, want the one being written", temps)
 	}
 	dlCheckWhole(t, dir, reported)
-	if ls, _ := (&DeadLetterDir{dir: dir}).List(); len(ls) != crashAt-1 {
+	if ls, _ := (&Dir{dir: dir}).List(); len(ls) != crashAt-1 {
 		t.Errorf("%d letters after the crash, want %d", len(ls), crashAt-1)
 	}
 	old := time.Now().Add(-2 * staleTempAge)
 	if err := os.Chtimes(temps[0], old, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenDeadLetterDir(dir); err != nil {
+	if _, err := Open(dir); err != nil {
 		t.Fatal(err)
 	}
 	if temps := dlTemps(t, dir); len(temps) != 0 {
-		t.Errorf("OpenDeadLetterDir left %q", temps)
+		t.Errorf("Open left %q", temps)
 	}
 }
 
@@ -659,7 +661,7 @@ func dlTree(t *testing.T, dir string) []string {
 	return tree
 }
 
-// dlStaleTemp leaves a temporary file old enough for OpenDeadLetterDir to
+// dlStaleTemp leaves a temporary file old enough for Open to
 // remove, as a crashed write would.
 func dlStaleTemp(t *testing.T, dir, name string) {
 	t.Helper()
@@ -676,7 +678,7 @@ func dlStaleTemp(t *testing.T, dir, name string) {
 // dlReadOnlyFixture is a directory holding a waiting letter, a redelivered
 // one and a stale temporary file in each directory; it returns the path
 // and the two letters.
-func dlReadOnlyFixture(t *testing.T) (dir string, waiting, done *Letter) {
+func dlReadOnlyFixture(t *testing.T) (dir string, waiting, done *grantretry.Letter) {
 	t.Helper()
 	d := dlOpen(t)
 	waiting, done = dlLetter("L-waiting", dlT0), dlLetter("L-done", dlT0.Add(time.Second))
@@ -684,13 +686,13 @@ func dlReadOnlyFixture(t *testing.T) (dir string, waiting, done *Letter) {
 	if err := d.MarkRedelivered(done.ID, Redelivery{Time: dlT0.Add(time.Hour), Status: 201}); err != nil {
 		t.Fatal(err)
 	}
-	dlStaleTemp(t, d.Dir(), ".tmp-L1.json-1")
-	dlStaleTemp(t, filepath.Join(d.Dir(), RedeliveredDir), ".tmp-L2.result.json-2")
-	return d.Dir(), waiting, done
+	dlStaleTemp(t, d.Path(), ".tmp-L1.json-1")
+	dlStaleTemp(t, filepath.Join(d.Path(), RedeliveredDir), ".tmp-L2.result.json-2")
+	return d.Path(), waiting, done
 }
 
 // dlReadAll reads everything in the fixture through d and checks it.
-func dlReadAll(t *testing.T, d *DeadLetterDir, waiting, done *Letter) {
+func dlReadAll(t *testing.T, d *Dir, waiting, done *grantretry.Letter) {
 	t.Helper()
 	ls, err := d.List()
 	if err != nil || len(ls) != 1 || !reflect.DeepEqual(ls[0], waiting) {
@@ -708,7 +710,7 @@ func dlReadAll(t *testing.T, d *DeadLetterDir, waiting, done *Letter) {
 func TestReadDeadLetterDirReadsWithoutChangingAnything(t *testing.T) {
 	dir, waiting, done := dlReadOnlyFixture(t)
 	before := dlTree(t, dir)
-	d, err := ReadDeadLetterDir(dir)
+	d, err := OpenReadOnly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -722,10 +724,10 @@ func TestReadDeadLetterDirCreatesNoRedeliveredDir(t *testing.T) {
 	d := dlOpen(t)
 	l := dlLetter("L-1", dlT0)
 	dlPut(t, d, l)
-	if err := os.Remove(filepath.Join(d.Dir(), RedeliveredDir)); err != nil {
+	if err := os.Remove(filepath.Join(d.Path(), RedeliveredDir)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := ReadDeadLetterDir(d.Dir())
+	r, err := OpenReadOnly(d.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +737,7 @@ func TestReadDeadLetterDirCreatesNoRedeliveredDir(t *testing.T) {
 	if _, _, err := r.Redelivered(l.ID); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Redelivered(%s) = %v, want fs.ErrNotExist", l.ID, err)
 	}
-	if names := dlNames(t, d.Dir()); !reflect.DeepEqual(names, []string{l.ID + ".json"}) {
+	if names := dlNames(t, d.Path()); !reflect.DeepEqual(names, []string{l.ID + ".json"}) {
 		t.Errorf("directory holds %q, want only the letter", names)
 	}
 }
@@ -743,7 +745,7 @@ func TestReadDeadLetterDirCreatesNoRedeliveredDir(t *testing.T) {
 func TestReadDeadLetterDirRefusesWrites(t *testing.T) {
 	dir, waiting, _ := dlReadOnlyFixture(t)
 	before := dlTree(t, dir)
-	d, err := ReadDeadLetterDir(dir)
+	d, err := OpenReadOnly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,15 +766,15 @@ func TestReadDeadLetterDirRefusesMissingDirFileAndEmptyName(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadDeadLetterDir(missing); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("ReadDeadLetterDir(missing) = %v, want fs.ErrNotExist", err)
+	if _, err := OpenReadOnly(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenReadOnly(missing) = %v, want fs.ErrNotExist", err)
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the missing directory was created: %v", err)
 	}
 	for _, dir := range []string{file, ""} {
-		if d, err := ReadDeadLetterDir(dir); err == nil {
-			t.Errorf("ReadDeadLetterDir(%q) = %v, want an error", dir, d)
+		if d, err := OpenReadOnly(dir); err == nil {
+			t.Errorf("OpenReadOnly(%q) = %v, want an error", dir, d)
 		}
 	}
 }
@@ -795,12 +797,21 @@ func dlMakeReadOnly(t *testing.T, dir string) {
 func TestReadDeadLetterDirWorksOnAReadOnlyDirectory(t *testing.T) {
 	dir, waiting, done := dlReadOnlyFixture(t)
 	dlMakeReadOnly(t, dir)
-	if _, err := OpenDeadLetterDir(dir); err == nil {
-		t.Fatal("OpenDeadLetterDir opened a read-only directory holding stale temporary files; the test proves nothing")
+	if _, err := Open(dir); err == nil {
+		t.Fatal("Open opened a read-only directory holding stale temporary files; the test proves nothing")
 	}
-	d, err := ReadDeadLetterDir(dir)
+	d, err := OpenReadOnly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dlReadAll(t, d, waiting, done)
+}
+
+// A nil *Dir refuses a letter with an error instead of panicking, should
+// one reach a Transport in an interface the Transport cannot see into.
+func TestNilDirRefusesLetters(t *testing.T) {
+	var d *Dir
+	if err := d.PutDeadLetter(context.Background(), &grantretry.Letter{}); err == nil {
+		t.Error("PutDeadLetter on a nil *Dir returned nil")
+	}
 }

@@ -1,8 +1,9 @@
-package grantretry
+package trail_test
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/trail"
 )
 
 // The whole promise of issue 5, end to end, across a crash: a process that
@@ -42,29 +47,29 @@ func TestTransportCrashChild(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer funder.Close()
-	trail, err := OpenAuditTrail(filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{MaxFileSize: 16 << 10})
+	sink, err := trail.Open(filepath.Join(dir, "trail.jsonl"), trail.Options{MaxFileSize: 16 << 10})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	letters, err := OpenDeadLetterDir(filepath.Join(dir, "letters"))
+	letters, err := deadletter.Open(filepath.Join(dir, "letters"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	tr := New(nil, WithAuditTrail(trail), WithDeadLetter(letters), WithBudget(1, time.Minute),
-		WithBackoff(time.Millisecond, time.Millisecond), WithoutBreaker(), WithoutRetryThrottle())
+	tr := grantretry.New(nil, grantretry.WithAuditTrail(sink), grantretry.WithDeadLetter(letters), grantretry.WithBudget(1, time.Minute),
+		grantretry.WithBackoff(time.Millisecond, time.Millisecond), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
 	out := bufio.NewWriter(os.Stdout)
 	for i := 1; ; i++ {
-		ctx := WithSubmissionID(context.Background(), fmt.Sprintf("GRANT-%d", i))
+		ctx := grantretry.WithSubmissionID(context.Background(), fmt.Sprintf("GRANT-%d", i))
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/apply/%d", funder.URL, i%3), strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
 		resp, err := tr.RoundTrip(req)
-		var o Outcome
+		var o grantretry.Outcome
 		if err != nil {
-			o = err.(*Error).Outcome
+			o = err.(*grantretry.Error).Outcome
 		} else {
 			resp.Body.Close()
-			o, _ = OutcomeOf(resp)
+			o, _ = grantretry.OutcomeOf(resp)
 		}
 		if o.RecordErr != nil {
 			fmt.Fprintln(os.Stderr, o.RecordErr)
@@ -129,11 +134,11 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 
 	// Reopening repairs a torn tail the kill may have left, as a
 	// restarted pipeline would; then the chain must verify.
-	trail, err := OpenAuditTrail(filepath.Join(dir, "trail.jsonl"), AuditTrailOptions{})
+	reopened, err := trail.Open(filepath.Join(dir, "trail.jsonl"), trail.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := trail.Close(); err != nil {
+	if err := reopened.Close(); err != nil {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "trail.jsonl*"))
@@ -141,11 +146,11 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	inTrail := map[string]reportedCall{}
-	if _, err := ReadAuditTrail(files, func(r TrailRecord) error {
-		if r.Msg == MsgDisposition {
-			corr, _ := r.Fields[FieldCorrelationID].(string)
-			disp, _ := r.Fields[FieldDisposition].(string)
-			letter, _ := r.Fields[FieldDeadLetterID].(string)
+	if _, err := trail.Read(files, func(r trail.Record) error {
+		if r.Msg == grantretry.MsgDisposition {
+			corr, _ := r.Fields[grantretry.FieldCorrelationID].(string)
+			disp, _ := r.Fields[grantretry.FieldDisposition].(string)
+			letter, _ := r.Fields[grantretry.FieldDeadLetterID].(string)
 			inTrail[corr] = reportedCall{disposition: disp, letter: dashIfNone(letter)}
 		}
 		return nil
@@ -153,7 +158,7 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	letters, err := ReadDeadLetterDir(filepath.Join(dir, "letters"))
+	letters, err := deadletter.OpenReadOnly(filepath.Join(dir, "letters"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,3 +183,54 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 		t.Errorf("%d letters reported, %d listed: want some, and all of them", deadLetters, len(all))
 	}
 }
+
+// A funder whose error text is huge, or a caller whose own correlation id
+// is, cannot break a trail shared by every call: the Transport cuts the
+// fields, with the length and hash of the whole, so the trail never sees a
+// record over its limit, and stays healthy.
+func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trail.jsonl")
+	sink, err := trail.Open(path, trail.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	huge := strings.Repeat("x", 2<<20)
+	inner := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r.Body.Close()
+		return nil, errors.New("malformed HTTP status line " + huge)
+	})
+	tr := grantretry.New(inner, grantretry.WithAuditTrail(sink), grantretry.WithBudget(1, time.Hour),
+		grantretry.WithBackoff(time.Millisecond, time.Millisecond))
+	req, _ := http.NewRequest(http.MethodPost, "https://funder.test/v1/applications", strings.NewReader(`{"a":1}`))
+	req.Header.Set(grantretry.HeaderCorrelationID, "corr-"+huge)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, grantretry.ErrDeadLetter) {
+		t.Fatalf("error %v, want a dead letter", err)
+	}
+	if err := sink.Err(); err != nil {
+		t.Fatalf("the trail broke: %v", err)
+	}
+	sink.Close()
+	cut := 0
+	if _, err := trail.Read([]string{path}, func(r trail.Record) error {
+		for _, k := range []string{grantretry.FieldCorrelationID, grantretry.FieldError} {
+			v, _ := r.Fields[k].(string)
+			if len(v) > 4<<10+200 {
+				t.Errorf("%s %s: %d bytes kept", r.Msg, k, len(v))
+			}
+			if strings.Contains(v, "more bytes; sha256 of all ") {
+				cut++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if cut < 4 { // the correlation id of every line, and the error of each attempt
+		t.Errorf("%d fields cut with their length and hash, want at least 4", cut)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,158 @@
+package trail
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// Record is one record of a trail, as Read hands it over.
+type Record struct {
+	File  string
+	Line  int
+	Seq   uint64
+	Hash  string
+	Time  time.Time // the ts field, zero if it has none or it does not parse
+	Level string
+	Msg   string
+	// Fields holds every other key of the record (not ts, level, msg, seq,
+	// prev or hash), numbers as json.Number.
+	Fields map[string]any
+}
+
+// Read verifies the trail as Verify does and hands every record to fn, in
+// chain order, as it goes. It stops at the first
+// broken record, after fn has seen every record before it, or at fn's
+// first error, which it returns. fn may be nil.
+func Read(paths []string, fn func(Record) error) (Summary, error) {
+	v := &verifier{fn: fn, h: sha256.New()}
+	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
+	files, err := v.order(paths)
+	if err != nil {
+		return v.sum, err
+	}
+	for _, f := range files {
+		if err := v.file(f); err != nil {
+			return v.sum, err
+		}
+	}
+	return v.sum, v.finish(paths)
+}
+
+// rawString returns the JSON string raw holds, "" if it holds anything
+// else.
+func rawString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// decode parses the record's JSON: all of it when fn wants it, else only
+// what the summary counts.
+func (v *verifier) decode(n int, line []byte, l link) (Record, error) {
+	rec := Record{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
+	if v.fn == nil {
+		// Only msg and disposition, matched exactly, of any type: a
+		// struct would match keys in any case and refuse a number.
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(line, &m)
+		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{grantretry.FieldDisposition: rawString(m[grantretry.FieldDisposition])}
+		return rec, err
+	}
+	if !json.Valid(line) {
+		return rec, errors.New("not JSON")
+	}
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	if err := d.Decode(&rec.Fields); err != nil {
+		return rec, err
+	}
+	rec.Msg, _ = rec.Fields["msg"].(string)
+	rec.Level, _ = rec.Fields["level"].(string)
+	if ts, ok := rec.Fields["ts"].(string); ok {
+		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
+	}
+	for _, k := range []string{"ts", "level", "msg", FieldSeq, FieldPrev, FieldHash} {
+		delete(rec.Fields, k)
+	}
+	return rec, nil
+}
+
+// recordReader reads a trail file line by line.
+type recordReader struct {
+	f    *os.File
+	r    *bufio.Reader
+	line int   // number of the line last read
+	end  int64 // offset just past it
+}
+
+// Problems of a line as read, before its content is looked at.
+var (
+	errNoNewline   = errors.New("file ends mid-record (torn or truncated)")
+	errLineTooLong = fmt.Errorf("record longer than %d bytes", maxRecordBytes)
+)
+
+func isLineProblem(err error) bool {
+	return errors.Is(err, errNoNewline) || errors.Is(err, errLineTooLong)
+}
+
+func lineProblem(err error) string { return err.Error() }
+
+func openRecords(path string) (*recordReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recordReader{f: f, r: bufio.NewReaderSize(f, maxRecordBytes)}, nil
+}
+
+func (rr *recordReader) close() { rr.f.Close() }
+
+// next returns the next line without its newline, valid until the next
+// call; io.EOF at the end; errNoNewline with the partial last line;
+// errLineTooLong for a line longer than a record can be.
+func (rr *recordReader) next() ([]byte, error) {
+	b, err := rr.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return nil, rr.skipLine(len(b))
+	}
+	if err == io.EOF && len(b) == 0 {
+		return nil, io.EOF
+	}
+	rr.line++
+	rr.end += int64(len(b))
+	if err == io.EOF {
+		return b, errNoNewline
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b[:len(b)-1], nil
+}
+
+// skipLine reads past the rest of a line too long to be a record.
+func (rr *recordReader) skipLine(n int) error {
+	rr.line++
+	rr.end += int64(n)
+	for {
+		b, err := rr.r.ReadSlice('\n')
+		rr.end += int64(len(b))
+		if err == nil || err == io.EOF {
+			return errLineTooLong
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}
