@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"syscall"
@@ -32,6 +33,21 @@ type Classification struct {
 	Retryable bool
 	Reason    string
 }
+
+// MaxClassifyPeek is the most of a response body a ClassifyFunc is shown:
+// the first 64 KiB.
+const MaxClassifyPeek = 64 << 10
+
+// ClassifyFunc classifies a response by what its body says as well as its
+// status: for funders whose refusals and outages share a status, such as
+// SOAP 1.1, which sends every fault as a 500. body is at most the first
+// MaxClassifyPeek bytes of the body (all of it if shorter); the function
+// must not read resp.Body, which the caller still receives whole, and must
+// be safe for concurrent use. ok false leaves the verdict to the status
+// sets. The Reason it returns names what it read, such as "soap:Client":
+// the Transport reports it after the status's own form, as in
+// "terminal:500;soap:Client" or "transient:500;soap:Server".
+type ClassifyFunc func(resp *http.Response, body []byte) (c Classification, ok bool)
 
 // statusSets holds the transient and terminal status codes of one Transport,
 // and the verdict on every status from 100 to 599, worked out once so the
