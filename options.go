@@ -52,6 +52,7 @@ type config struct {
 	replayLimit    int64
 	redact         redactor
 	letters        DeadLetterSink
+	classifier     ClassifyFunc // nil: the status sets alone
 	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error

@@ -492,7 +492,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // ("" unless the attempt alone ends the call). A response it returns is
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
-	v, disp, stop := c.verdict(a.resp, a.err)
+	v, disp, stop := c.verdict(a)
 	p.give(breakerVerdict(a.err, v, disp))
 	c.throttleVerdict(a.resp, v, disp)
 
@@ -529,6 +529,9 @@ type sentAttempt struct {
 	resp *http.Response
 	err  error
 	stop func(release bool)
+	// The ClassifyFunc's verdict on resp, when it gave one.
+	class      Classification
+	classified bool
 }
 
 // attempt sends one attempt with the given body. A response it returns is
@@ -570,6 +573,11 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
 	}
+	if a.resp != nil && a.resp.StatusCode >= 400 && c.t.cfg.classifier != nil {
+		// Before the hold: reading the body is still the attempt's, and
+		// its timers bound it.
+		a.class, a.classified = classifyBody(c.t.cfg.classifier, a.resp)
+	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
 		// with it: the attempt is what the timer says it is.
@@ -582,9 +590,13 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 // verdict classifies one attempt. A non-empty disposition means the call
 // ends here whatever the budget says: the caller cancelled, or the call's
 // deadline cut the attempt short.
-func (c *call) verdict(resp *http.Response, err error) (Classification, Disposition, string) {
+func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
+	resp, err := a.resp, a.err
 	if err == nil {
 		v := c.t.sets.classify(resp.StatusCode, nil)
+		if a.classified {
+			v = a.class
+		}
 		switch {
 		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
