@@ -274,6 +274,9 @@ func (c *call) logDisposition(cause error) {
 // queued. It runs with no lock held.
 func (c *call) logBreakerChanges() {
 	hb := c.host.breaker
+	// A breaker that has just opened draws its first probe time now, on
+	// the goroutine whose attempt opened it, not when it is next asked.
+	hb.settleIfUnset()
 	for _, ch := range hb.takeChanges() {
 		if !c.t.auditing(zap.WarnLevel) {
 			continue

@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,30 +10,61 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Defaults of the per-host circuit breaker (see WithBreaker).
+// Defaults of the per-host circuit breaker (see WithBreaker and
+// WithBreakerProbe).
 const (
-	// DefaultBreakerThreshold is how many consecutive transient failures
-	// against one host open its breaker: it opens on the 5th.
+	// DefaultBreakerThreshold is how many consecutive failed calls to one
+	// host open its breaker: it opens on the 5th.
 	DefaultBreakerThreshold uint32 = 5
-	// DefaultBreakerCooldown is how long an open breaker refuses calls
-	// before it lets one probe through (half-open).
+	// DefaultBreakerCooldown is the longest an open breaker refuses calls
+	// before it lets one probe through (half-open): the interval between
+	// probes grows to it during a long outage.
 	DefaultBreakerCooldown = 60 * time.Second
+	// DefaultBreakerProbe is how long a breaker that has just opened
+	// refuses calls before its first probe.
+	DefaultBreakerProbe = 2 * time.Second
 )
 
 // What an attempt tells the breaker. Only transient faults are the funder's
 // failures; a terminal answer (a 422, a 404) shows the funder is up; the
 // caller's cancellation and terminal transport errors (a bad certificate, a
-// malformed URL) say nothing about the funder and are left out.
+// malformed URL) say nothing about the funder and are left out, and so are
+// a call's own retries after its first failure (see countFailure).
 var (
 	errBreakerFailure  = errors.New("grantretry: transient failure")
 	errBreakerExcluded = errors.New("grantretry: excluded from breaker counts")
 )
 
-// hostBreaker is one host's breaker, plus the state changes it reported and
-// the Transport has not logged yet.
+// gateUnset marks a breaker that has just opened and whose first probe
+// time is not yet drawn.
+const gateUnset = math.MaxInt64
+
+// hostBreaker is one host's breaker: a gobreaker two-step breaker that
+// counts and changes state, behind a gate that decides when an open breaker
+// lets its probe through.
+//
+// gobreaker waits a fixed Timeout before every probe. To probe soon after
+// opening and then less and less often during a long outage, gobreaker's
+// Timeout is set to nothing and the gate holds the wait instead: the n-th
+// wait of an outage is drawn from [d/2, d], d = min(cooldown, probe*2^n),
+// on the Transport's Clock, so tests and simulations drive it too.
 type hostBreaker struct {
-	host string
-	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	host          string
+	cb            *gobreaker.TwoStepCircuitBreaker[struct{}]
+	clock         Clock
+	rand          randSource
+	probe, maxGap time.Duration
+
+	// gate is 0 while the breaker is closed, and otherwise the Clock time
+	// in Unix nanoseconds before which it refuses every call (gateUnset
+	// until drawn). failedProbes counts the failed probes of this outage.
+	// halfOpen says a probe is allowed or in flight. gobreaker writes all
+	// three from OnStateChange, under its own lock; the gate's time is
+	// drawn after that lock is released (settle), since the Clock and the
+	// random source are the caller's code.
+	gate         atomic.Int64
+	failedProbes atomic.Int32
+	halfOpen     atomic.Bool
 
 	// gobreaker calls OnStateChange with its own lock held, so the change
 	// is only queued here, and logged by the Transport after Allow or done
@@ -48,39 +80,97 @@ type stateChange struct{ from, to gobreaker.State }
 
 // newHostBreaker builds the breaker of one host. It holds no goroutine or
 // timer, so one built by a goroutine that loses a race is simply dropped.
-func newHostBreaker(host string, threshold uint32, cooldown time.Duration) *hostBreaker {
-	hb := &hostBreaker{host: host}
+func newHostBreaker(host string, cfg *config) *hostBreaker {
+	hb := &hostBreaker{host: host, clock: cfg.clock, rand: cfg.rand, probe: cfg.probe, maxGap: cfg.cooldown}
+	threshold := cfg.threshold
 	hb.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        host,
-		MaxRequests: 1, // one half-open probe
-		Timeout:     cooldown,
+		MaxRequests: 1,               // one half-open probe
+		Timeout:     time.Nanosecond, // the gate waits instead
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= threshold
 		},
-		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			hb.mu.Lock()
-			hb.pending = append(hb.pending, stateChange{from: from, to: to})
-			hb.mu.Unlock()
-			hb.hasPending.Store(true)
-		},
+		IsExcluded:    func(err error) bool { return err == errBreakerExcluded },
+		OnStateChange: hb.changed,
 	})
 	return hb
 }
 
-// allow asks the breaker for one attempt. A nil breaker (WithoutBreaker)
-// allows everything.
-func (hb *hostBreaker) allow() (done func(error), err error) {
-	if hb == nil {
-		return func(error) {}, nil
+// changed is gobreaker's OnStateChange, called with its lock held: it
+// moves the gate and queues the change, and calls out to nothing.
+func (hb *hostBreaker) changed(_ string, from, to gobreaker.State) {
+	switch to {
+	case gobreaker.StateOpen:
+		if from == gobreaker.StateHalfOpen {
+			hb.failedProbes.Add(1)
+		} else {
+			hb.failedProbes.Store(0)
+		}
+		hb.gate.Store(gateUnset)
+	case gobreaker.StateClosed:
+		hb.gate.Store(0)
 	}
-	return hb.cb.Allow()
+	hb.halfOpen.Store(to == gobreaker.StateHalfOpen)
+	hb.mu.Lock()
+	hb.pending = append(hb.pending, stateChange{from: from, to: to})
+	hb.mu.Unlock()
+	hb.hasPending.Store(true)
+}
+
+// allow asks the breaker for one attempt; probe says the attempt is the
+// half-open probe. A nil breaker (WithoutBreaker) allows everything.
+func (hb *hostBreaker) allow() (done func(error), probe bool, err error) {
+	if hb == nil {
+		return func(error) {}, false, nil
+	}
+	if hb.refusing() {
+		return nil, false, gobreaker.ErrOpenState
+	}
+	done, err = hb.cb.Allow()
+	return done, err == nil && hb.halfOpen.Load(), err
+}
+
+// refusing reports whether the gate refuses calls now. It draws the gate's
+// time if the breaker has just opened.
+func (hb *hostBreaker) refusing() bool {
+	g := hb.gate.Load()
+	if g == 0 {
+		return false
+	}
+	if g == gateUnset {
+		g = hb.settle()
+	}
+	return hb.clock.Now().UnixNano() < g
+}
+
+// settleIfUnset draws the gate's time if the breaker has just opened.
+func (hb *hostBreaker) settleIfUnset() {
+	if hb != nil && hb.gate.Load() == gateUnset {
+		hb.settle()
+	}
+}
+
+// settle draws the time of the next probe of a breaker that has just
+// opened, and returns the gate. Only the first of concurrent callers sets
+// it; the others use what it set.
+func (hb *hostBreaker) settle() int64 {
+	d := min(hb.maxGap, hb.probe<<min(hb.failedProbes.Load(), 30))
+	if d <= 0 { // the shift overflowed
+		d = hb.maxGap
+	}
+	wait := d/2 + time.Duration(hb.rand.Int64N(int64(d/2)+1))
+	at := hb.clock.Now().Add(wait).UnixNano()
+	if hb.gate.CompareAndSwap(gateUnset, at) {
+		return at
+	}
+	return hb.gate.Load()
 }
 
 // permit is one attempt's permission from a host's breaker: the done of
 // gobreaker's two-step Allow, to be called exactly once.
 type permit struct {
 	done  func(error)
+	probe bool // the attempt is the half-open probe
 	given bool
 }
 
@@ -107,5 +197,5 @@ func (hb *hostBreaker) takeChanges() []stateChange {
 
 // isOpen reports whether the breaker would refuse an attempt now.
 func (hb *hostBreaker) isOpen() bool {
-	return hb != nil && hb.cb.State() == gobreaker.StateOpen
+	return hb != nil && hb.refusing()
 }

@@ -560,7 +560,7 @@ func TestThrottleIgnoresCancellations(t *testing.T) {
 // breaker is reported: "the funder is down" says more than "retries are
 // throttled".
 func TestThrottleAndBreakerTrippingTogether(t *testing.T) {
-	h := newHarness(t, WithBreaker(2, time.Hour), WithRetryThrottle(4, 0.5), WithBudget(10, time.Hour))
+	h := newHarness(t, WithBreaker(1, time.Hour), WithRetryThrottle(2, 0.5), WithBudget(10, time.Hour))
 	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
 	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
 	resp, err := h.tr.RoundTrip(req)
@@ -568,8 +568,8 @@ func TestThrottleAndBreakerTrippingTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if o := mustOutcome(t, resp); o.Attempts != 2 || o.StopReason != StopCircuitOpen || o.Disposition != CircuitOpen {
-		t.Errorf("outcome %+v, want circuit_open after 2 attempts", o)
+	if o := mustOutcome(t, resp); o.Attempts != 1 || o.StopReason != StopCircuitOpen || o.Disposition != CircuitOpen {
+		t.Errorf("outcome %+v, want circuit_open after 1 attempt", o)
 	}
 }
 

@@ -86,7 +86,9 @@ func ExampleError() {
 	tr := grantretry.New(nil, grantretry.WithClock(noWait{}), grantretry.WithBudget(1, time.Minute),
 		grantretry.WithBreaker(2, time.Minute))
 	client := &http.Client{Transport: tr}
-	for i := 0; i < 2; i++ {
+	// Each call's failures count once: the first call's retry does not
+	// open the breaker, the second call's first failure does.
+	for i := 0; i < 3; i++ {
 		resp, err := client.Get(funder.URL)
 		if err == nil {
 			o, _ := grantretry.OutcomeOf(resp)
@@ -101,6 +103,7 @@ func ExampleError() {
 	}
 	// Output:
 	// 503 dead_letter 2
+	// 503 circuit_open 1
 	// circuit_open 0 true
 }
 

@@ -47,7 +47,7 @@ func (h *hosts) get(key string) *hostState {
 	}
 	hs := &hostState{}
 	if h.cfg.breakerOn {
-		hs.breaker = newHostBreaker(key, h.cfg.threshold, h.cfg.cooldown)
+		hs.breaker = newHostBreaker(key, h.cfg)
 	}
 	if h.cfg.throttleOn {
 		hs.throttle = newRetryThrottle(h.cfg.maxTokens, h.cfg.tokenRatio)

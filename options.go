@@ -42,6 +42,7 @@ type config struct {
 	breakerOn      bool
 	threshold      uint32
 	cooldown       time.Duration
+	probe          time.Duration
 	throttleOn     bool
 	maxTokens      float64
 	tokenRatio     float64
@@ -71,6 +72,7 @@ func defaultConfig() config {
 		breakerOn:   true,
 		threshold:   DefaultBreakerThreshold,
 		cooldown:    DefaultBreakerCooldown,
+		probe:       DefaultBreakerProbe,
 		throttleOn:  true,
 		maxTokens:   DefaultThrottleMaxTokens,
 		tokenRatio:  DefaultThrottleTokenRatio,
@@ -126,10 +128,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithBreaker sets the per-host circuit breaker: it opens on the
-// threshold-th consecutive transient failure against a host, refuses calls
-// to it for cooldown, then lets one probe through. Defaults
-// DefaultBreakerThreshold and DefaultBreakerCooldown. threshold and cooldown
-// must be positive.
+// threshold-th consecutive failed call to a host (a call counts once,
+// however many of its attempts fail), refuses calls to it for a while,
+// then lets one probe through; the wait before a probe starts at the
+// WithBreakerProbe interval, doubles with each failed probe, and is never
+// longer than cooldown. Defaults DefaultBreakerThreshold and
+// DefaultBreakerCooldown. threshold and cooldown must be positive.
 func WithBreaker(threshold uint32, cooldown time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if threshold == 0 || cooldown <= 0 {
@@ -137,6 +141,21 @@ func WithBreaker(threshold uint32, cooldown time.Duration) Option {
 			return
 		}
 		c.breakerOn, c.threshold, c.cooldown = true, threshold, cooldown
+	})
+}
+
+// WithBreakerProbe sets how long a breaker that has just opened waits
+// before its first probe (default DefaultBreakerProbe). Each failed probe
+// doubles the wait, up to WithBreaker's cooldown, and each wait is drawn
+// from its upper half so that many processes do not probe in step. A
+// probe longer than the cooldown is cut to it. d must be positive.
+func WithBreakerProbe(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.invalid("WithBreakerProbe(%v): want d > 0", d)
+			return
+		}
+		c.probe = d
 	})
 }
 

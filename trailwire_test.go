@@ -108,7 +108,7 @@ func TestSinkErrorsMatchErrAuditTrail(t *testing.T) {
 // call, right after the disposition line, before the caller has it.
 func TestTrailGetsEveryLineAndSyncsAtTheDisposition(t *testing.T) {
 	trail := &fakeTrail{}
-	h := newHarness(t, withFakeTrail(trail), WithBreaker(2, time.Hour), WithBudget(3, time.Hour), WithLogger(zap.NewNop()))
+	h := newHarness(t, withFakeTrail(trail), WithBreaker(1, time.Hour), WithBudget(3, time.Hour), WithLogger(zap.NewNop()))
 	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(503, 503, 201))
 	req, _ := newPost(t, context.Background(), `{"a":1}`, true)
 	resp, err := h.tr.RoundTrip(req)
@@ -117,8 +117,8 @@ func TestTrailGetsEveryLineAndSyncsAtTheDisposition(t *testing.T) {
 	}
 	readAll(t, resp)
 	want := []string{
-		"write " + MsgAttempt, "write " + MsgAttempt,
-		"write " + MsgBreaker, // the 2nd failure opened the breaker
+		"write " + MsgAttempt,
+		"write " + MsgBreaker, // the call's failure opened the breaker
 		"write " + MsgDisposition, "sync",
 	}
 	if got := trail.log(); !equalStrings(got, want) {

@@ -142,6 +142,7 @@ type call struct {
 	// only for a dead letter.
 	firstSent, lastSent time.Time
 	trailBroken         bool // the trail's failure is already in out.RecordErr
+	failedOnce          bool // the breaker has counted one of the call's failures
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
@@ -377,13 +378,13 @@ func (c *call) loop() (*http.Response, error) {
 			c.failClosed()
 			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
 		}
-		done, err := c.host.breaker.allow()
+		done, probe, err := c.host.breaker.allow()
 		if err != nil {
 			c.logBreakerChanges()
 			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
 			return nil, c.finishErr(err)
 		}
-		a, d, disp, err := c.send(&permit{done: done})
+		a, d, disp, err := c.send(&permit{done: done, probe: probe})
 		if err != nil {
 			return nil, c.finishErr(err)
 		}
@@ -493,7 +494,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
 	v, disp, stop := c.verdict(a)
-	p.give(breakerVerdict(a.err, v, disp))
+	p.give(c.breakerVerdict(a.err, v, disp, p.probe))
 	c.throttleVerdict(a.resp, v, disp)
 
 	d := decision{disp: disp, stop: stop}
@@ -618,12 +619,20 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	return v, "", ""
 }
 
-// breakerVerdict is what the attempt tells the host's breaker.
-func breakerVerdict(err error, v Classification, disp Disposition) error {
+// breakerVerdict is what the attempt tells the host's breaker. A call's
+// failures count once: its first transient failure is a failure, and so is
+// a failed probe, which must reopen the breaker; its other retries are left
+// out, so that no single call, however many attempts it makes, trips the
+// breaker. The breaker opens after threshold failed calls in a row.
+func (c *call) breakerVerdict(err error, v Classification, disp Disposition, probe bool) error {
 	switch {
 	case disp == Canceled:
 		return errBreakerExcluded
 	case v.Retryable:
+		if c.failedOnce && !probe {
+			return errBreakerExcluded
+		}
+		c.failedOnce = true
 		return errBreakerFailure
 	case err != nil:
 		return errBreakerExcluded // terminal transport errors say nothing of the funder
