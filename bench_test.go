@@ -50,3 +50,38 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThrottleBucket is one host's retry throttle alone, on the system
+// clock: a success on a full bucket (a healthy funder), a success on a
+// bucket that is not full, and a failure with the question a retry asks.
+// Successes never read the clock; failures read it once and compute the
+// refill since the last update.
+func BenchmarkThrottleBucket(b *testing.B) {
+	b.Run("op=success-full", func(b *testing.B) {
+		rt := newRetryThrottle(DefaultThrottleMaxTokens, DefaultThrottleTokenRatio, DefaultThrottleRefill, systemClock{})
+		b.ReportAllocs()
+		for range b.N {
+			rt.onSuccess()
+		}
+	})
+	b.Run("op=success-refilling", func(b *testing.B) {
+		// A bucket of 1000 tokens refilled by 0.001 a success, emptied
+		// every half million: it is never full, so every success swaps.
+		rt := newRetryThrottle(1000, 0.001, DefaultThrottleRefill, systemClock{})
+		b.ReportAllocs()
+		for i := range b.N {
+			if i%500_000 == 0 {
+				rt.state.Store(0)
+			}
+			rt.onSuccess()
+		}
+	})
+	b.Run("op=failure-and-allow", func(b *testing.B) {
+		rt := newRetryThrottle(DefaultThrottleMaxTokens, DefaultThrottleTokenRatio, DefaultThrottleRefill, systemClock{})
+		b.ReportAllocs()
+		for range b.N {
+			rt.onFailure()
+			rt.allowRetry()
+		}
+	})
+}

@@ -10,7 +10,8 @@ import (
 // real backoff. Implementations must be safe for concurrent use.
 //
 // The Clock governs the retry policy (budget deadline, Retry-After dates,
-// waits, elapsed times in the audit trail). Attempts themselves run on real
+// waits, the retry throttle's refill, elapsed times in the audit trail).
+// Attempts themselves run on real
 // sockets, so the per-attempt timeout and the deadline that bounds an attempt
 // in flight are real time, and so is the circuit breaker's cooldown, which
 // gobreaker measures itself.

@@ -42,9 +42,10 @@
 //     hours cannot park a worker.
 //   - Throttle. One retry token bucket per funder host, shared by every
 //     call of the Transport (gRPC's retry throttling, gRFC A6): transient
-//     failures drain it, successes refill it, and while it is half empty or
-//     less no call to that host retries. A funder that is down then sees
-//     one attempt per call, not five.
+//     failures drain it, successes and time refill it, and while it is
+//     half empty or less no call to that host retries. A funder that is
+//     down then sees one attempt per call, not five; a pipeline that makes
+//     few calls has its retries back one refill period after a blip.
 //   - Breaker. One circuit breaker per funder host (scheme, host, port),
 //     counting transient failures only. While it is open, calls to that
 //     host end at once as CircuitOpen, without sending or spending budget.

@@ -584,7 +584,7 @@ func TestRetryThrottleOptionEdges(t *testing.T) {
 	}
 	// tokenRatio is kept to the thousandth: 1.001*1000 is 1000.999... in
 	// floating point, and must not be truncated to 1.
-	rt := newRetryThrottle(10, 1.001)
+	rt := newRetryThrottle(10, 1.001, DefaultThrottleRefill, newFakeClock())
 	rt.onFailure()
 	rt.onFailure()
 	rt.onSuccess()

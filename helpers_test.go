@@ -64,6 +64,21 @@ func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
+// advance moves the clock on by d, as time passing between calls.
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+// freeze makes Sleep return at once without moving the clock, so only
+// advance does.
+func (f *fakeClock) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = true
+}
+
 func (f *fakeClock) waits() []time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -50,7 +50,7 @@ func (h *hosts) get(key string) *hostState {
 		hs.breaker = newHostBreaker(key, h.cfg)
 	}
 	if h.cfg.throttleOn {
-		hs.throttle = newRetryThrottle(h.cfg.maxTokens, h.cfg.tokenRatio)
+		hs.throttle = newRetryThrottle(h.cfg.maxTokens, h.cfg.tokenRatio, h.cfg.refill, h.cfg.clock)
 	}
 	v, _ := h.byKey.LoadOrStore(key, hs)
 	return v.(*hostState)

@@ -46,6 +46,7 @@ type config struct {
 	throttleOn     bool
 	maxTokens      float64
 	tokenRatio     float64
+	refill         time.Duration
 	log            *zap.Logger
 	sets           statusSets
 	clock          Clock
@@ -76,6 +77,7 @@ func defaultConfig() config {
 		throttleOn:  true,
 		maxTokens:   DefaultThrottleMaxTokens,
 		tokenRatio:  DefaultThrottleTokenRatio,
+		refill:      DefaultThrottleRefill,
 		log:         zap.NewNop(),
 		sets:        defaultStatusSets,
 		clock:       systemClock{},
@@ -172,9 +174,10 @@ func WithoutBreaker() Option {
 // tokenRatio, and retries are refused while the bucket holds maxTokens/2 or
 // less; a refused retry ends the call at once as DeadLetter
 // ("retry_throttled"). Terminal answers and cancellations leave the bucket
-// as it is. Defaults DefaultThrottleMaxTokens and
-// DefaultThrottleTokenRatio. maxTokens must be in (0, 1000] and tokenRatio
-// in [0.001, maxTokens]; tokens are counted in thousandths.
+// as it is. The bucket also refills with time (see WithThrottleRefill).
+// Defaults DefaultThrottleMaxTokens and DefaultThrottleTokenRatio.
+// maxTokens must be in (0, 1000] and tokenRatio in [0.001, maxTokens];
+// tokens are counted in thousandths.
 func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
 	return optionFunc(func(c *config) {
 		if !(maxTokens > 0 && maxTokens <= 1000 && tokenRatio >= 0.001 && tokenRatio <= maxTokens) {
@@ -182,6 +185,27 @@ func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
 			return
 		}
 		c.throttleOn, c.maxTokens, c.tokenRatio = true, maxTokens, tokenRatio
+	})
+}
+
+// WithThrottleRefill sets how fast the retry throttle's bucket refills with
+// time, on the Transport's Clock, successes or not: d is the time after
+// which a drained bucket allows retries again (a call that fails then
+// still gets its retry, its own failure's token taken). The refill is
+// steady, maxTokens/2 + 1 tokens per d, so while a funder stays down it
+// allows at most about that many retries per d per host beyond gRFC A6's
+// burst; a storm of failures drains the bucket far faster than that. A
+// longer d is closer to A6, which refills on successes only. Default
+// DefaultThrottleRefill. d must be at least a millisecond, the resolution
+// the bucket keeps time in. It does not turn on a throttle that
+// WithoutRetryThrottle turned off.
+func WithThrottleRefill(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Millisecond {
+			c.invalid("WithThrottleRefill(%v): want d >= 1ms", d)
+			return
+		}
+		c.refill = d
 	})
 }
 

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry/internal/sim"
 )
 
 func TestDispatch(t *testing.T) {
@@ -42,6 +45,11 @@ func TestDispatch(t *testing.T) {
 		{name: "bad breaker", args: []string{"sim", "-breaker", "5,soon"}, code: exitUsage, stderr: "grantretry: sim: invalid value"},
 		{name: "bad policy", args: []string{"sim", "-policies", "naive,yolo"}, code: exitUsage, stderr: `unknown policy "yolo"`},
 		{name: "invalid scenario", args: []string{"sim", "-capacity", "0"}, code: exitUsage, stderr: "grantretry: sim: capacity 0"},
+		{name: "unknown scenario", args: []string{"sim", "-scenario", "calm"}, code: exitUsage, stderr: `grantretry: sim: -scenario "calm"`},
+		{name: "bad probes", args: []string{"sim", "-scenario", "low-volume", "-probes", "2m,soon"}, code: exitUsage, stderr: "grantretry: sim: invalid value"},
+		{name: "probes out of order", args: []string{"sim", "-scenario", "low-volume", "-probes", "2m,1m"}, code: exitUsage, stderr: "probes [2m0s 1m0s]"},
+		{name: "low-volume without grantretry", args: []string{"sim", "-scenario", "low-volume", "-policies", "naive"}, code: exitUsage, stderr: "naive is not a grantretry policy"},
+		{name: "refill under 1ms of real time", args: []string{"sim", "-throttle-refill", "10ms"}, code: exitUsage, stderr: "throttle refill 10ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -65,7 +73,7 @@ func TestDispatch(t *testing.T) {
 func TestThrottleAndBreakerFlags(t *testing.T) {
 	var stdout bytes.Buffer
 	fs := newFlagSet("sim")
-	f := newSimFlags(fs)
+	f := newSimFlags(fs, sim.KindOutage)
 	err := parseFlags(fs, []string{"-throttle", "20, 0.5", "-breaker", "3,2m"}, simSynopsis, &stdout)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +89,66 @@ func TestThrottleAndBreakerFlags(t *testing.T) {
 	}
 	if f.sc.Throttle || f.sc.Breaker || f.throttle.String() != "off" || f.breaker.String() != "off" {
 		t.Errorf("off: throttle %v (%s), breaker %v (%s)", f.sc.Throttle, &f.throttle, f.sc.Breaker, &f.breaker)
+	}
+}
+
+// -scenario low-volume starts from its own preset, wherever the flag is,
+// and the other flags given override it.
+func TestLowVolumeFlags(t *testing.T) {
+	var stdout bytes.Buffer
+	f, err := parseSimFlags([]string{"-seeds", "3", "-scenario", "low-volume", "-probes", "1m, 90m", "-throttle-refill", "100000h"}, &stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.LowVolumeDefault()
+	want.Seeds, want.Probes, want.Refill = 3, []time.Duration{time.Minute, 90 * time.Minute}, 100000*time.Hour
+	if got := f.sc; got.Kind != sim.KindLowVolume || got.Seeds != 3 || got.Workers != want.Workers || got.Run != want.Run ||
+		got.Refill != want.Refill || f.probes.String() != "1m0s,1h30m0s" || f.policies != lowVolumePolicies {
+		t.Errorf("parsed %+v, policies %q, probes %s; want %+v", got, f.policies, &f.probes, want)
+	}
+	f, err = parseSimFlags([]string{"-scenario", "low-volume", "-probes", "none"}, &stdout)
+	if err != nil || len(f.sc.Probes) != 0 || f.probes.String() != "none" {
+		t.Errorf("-probes none: %v, %v", f.sc.Probes, err)
+	}
+	f, err = parseSimFlags(nil, &stdout)
+	if err != nil || f.sc.Kind != sim.KindOutage || f.sc.Refill != time.Minute {
+		t.Errorf("no flags: %+v, %v", f.sc, err)
+	}
+}
+
+// A short low-volume run prints its tables and targets, and writes its
+// Markdown and its chart.
+func TestSimLowVolumeWritesReports(t *testing.T) {
+	dir := t.TempDir()
+	md, svg := filepath.Join(dir, "low.md"), filepath.Join(dir, "low.svg")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "-scenario", "low-volume", "-policies", "default",
+		"-run", "12m", "-blip-at", "2m", "-seeds", "2", "-probes", "2m,5m",
+		"-md", md, "-svg", svg}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"refused a retry", "got its retry", "targets of issue 11 (low-volume)", "wrote " + svg} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(doc), "\n| grantretry defaults |"); n != 1 {
+		t.Errorf("the default policy has %d rows in the Markdown, want 1:\n%s", n, doc)
+	}
+	if !strings.Contains(string(doc), "| 5m0s |") {
+		t.Errorf("the Markdown lacks the 5m probe's row:\n%s", doc)
+	}
+	pic, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(pic, new(struct{})); err != nil {
+		t.Errorf("SVG does not parse: %v", err)
 	}
 }
 
@@ -105,7 +173,7 @@ func TestSimWritesReports(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "targets of issue 3", "wrote " + md} {
+	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "targets of issue 3", "targets of issue 11", "recovery lag", "wrote " + md} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -27,24 +27,46 @@ grantretry policies run the real Transport, with their durations divided by
 -scale. Durations are in simulated time.
 
 It prints, per policy, the load amplification during the outage, the peak
-one-second rate after recovery, the share of calls that succeeded, p50 and
-p99 completion times, duplicate effects at the funder and the dispositions;
-and writes the same as Markdown (-md) and a chart of requests per second
-(-svg). See docs/choosing-budgets.md.
+one-second rate after recovery, the recovery lag, the goodput, the share of
+calls that succeeded, p50 and p99 completion times, duplicate effects at
+the funder and the dispositions; and writes the same as Markdown (-md) and
+a chart of requests per second (-svg).
+
+-scenario low-volume runs instead a pipeline of one call every 30 to 60 s:
+a blip of 6 failures, then 5% of requests failing at random, over 20
+seeds. It prints the share of calls that met a transient failure and were
+refused a retry, and, from probe runs, how long after the blip retries
+stayed off; -md and -svg write the same. Its defaults differ (one worker,
+a 4-hour run, time scale 1000, no outage); the flags still override them.
+
+See docs/choosing-budgets.md.
 `
 
 // simFlags are the sim command's flags, bound to a Scenario.
 type simFlags struct {
 	sc       sim.Scenario
+	kind     string
 	throttle throttleFlag
 	breaker  breakerFlag
+	probes   probesFlag
 	policies string
 	md, svg  string
 }
 
-func newSimFlags(fs *flag.FlagSet) *simFlags {
-	f := &simFlags{sc: sim.Default()}
+// lowVolumePolicies are the policies -scenario low-volume runs unless
+// -policies names others: those with a retry throttle.
+const lowVolumePolicies = "throttle,default"
+
+// newSimFlags binds the sim command's flags to the preset of the scenario
+// kind: sim.Default() or sim.LowVolumeDefault().
+func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
+	f := &simFlags{sc: sim.Default(), kind: string(kind)}
+	policies := strings.Join(sim.PolicyIDs(), ",")
+	if kind == sim.KindLowVolume {
+		f.sc, policies = sim.LowVolumeDefault(), lowVolumePolicies
+	}
 	sc := &f.sc
+	fs.StringVar(&f.kind, "scenario", f.kind, `what to simulate: "outage" (a full outage under load) or "low-volume" (a blip, then few calls)`)
 	fs.IntVar(&sc.Workers, "workers", sc.Workers, "concurrent workers, each one call at a time")
 	fs.IntVar(&sc.Capacity, "capacity", sc.Capacity, "funder's capacity, requests per simulated second; excess gets 429")
 	fs.Float64Var(&sc.Load, "load", sc.Load, "offered base load as a share of capacity, in (0, 1]; sets the think time")
@@ -53,25 +75,58 @@ func newSimFlags(fs *flag.FlagSet) *simFlags {
 	fs.DurationVar(&sc.Outage, "outage", sc.Outage, "how long the full outage lasts")
 	fs.DurationVar(&sc.Run, "run", sc.Run, "length of the run; no call starts after it")
 	fs.Float64Var(&sc.Scale, "scale", sc.Scale, "time scale: simulated seconds per real second, 1 to 1000")
-	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and of the grantretry policies' jitter")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and of the grantretry policies' jitter; low-volume: the first seed")
+	fs.IntVar(&sc.Seeds, "seeds", sc.Seeds, "low-volume: how many seeds to run, from -seed on")
+	fs.DurationVar(&sc.BlipAt, "blip-at", sc.BlipAt, "low-volume: when the blip of failures starts")
+	fs.IntVar(&sc.BlipFailures, "blip", sc.BlipFailures, "low-volume: how many requests the blip fails, from -blip-at on")
+	fs.Float64Var(&sc.FailShare, "fail-share", sc.FailShare, "share of the other requests answered 503 at random, each independently")
+	f.probes = probesFlag{sc: sc}
+	fs.Var(&f.probes, "probes", `low-volume: delays after the blip at which a probe run fails one call, comma-separated, or none`)
 	fs.DurationVar(&sc.Base, "base", sc.Base, "grantretry policies: backoff base (WithBackoff)")
 	fs.DurationVar(&sc.Cap, "cap", sc.Cap, "grantretry policies: backoff cap (WithBackoff)")
 	fs.IntVar(&sc.Retries, "retries", sc.Retries, "grantretry policies: retries per call (WithBudget)")
 	fs.DurationVar(&sc.Deadline, "deadline", sc.Deadline, "grantretry policies: deadline per call (WithBudget)")
 	f.throttle = throttleFlag{sc: sc}
 	fs.Var(&f.throttle, "throttle", `retry throttle of the "throttle" and "default" policies: maxTokens,tokenRatio or off (WithRetryThrottle)`)
+	fs.DurationVar(&sc.Refill, "throttle-refill", sc.Refill, "the throttle's refill period (WithThrottleRefill); a very long one, such as 100000h, leaves gRFC A6's refill on successes alone")
 	f.breaker = breakerFlag{sc: sc}
 	fs.Var(&f.breaker, "breaker", `breaker of the "default" policy: threshold,cooldown or off (WithBreaker)`)
-	fs.StringVar(&f.policies, "policies", strings.Join(sim.PolicyIDs(), ","), "policies to run, comma-separated, in order")
+	fs.StringVar(&f.policies, "policies", policies, "policies to run, comma-separated, in order (low-volume: "+lowVolumePolicies+")")
 	fs.StringVar(&f.md, "md", "grantretry-sim.md", `write the tables as Markdown to this file; "" for none`)
 	fs.StringVar(&f.svg, "svg", "grantretry-sim.svg", `write the chart as SVG to this file; "" for none`)
 	return f
 }
 
-func runSim(args []string, stdout, stderr io.Writer) error {
+// parseSimFlags parses args twice when they ask for another scenario than
+// the outage: once to learn which, and again onto that scenario's preset,
+// so the flags given override the preset and the others keep its values.
+func parseSimFlags(args []string, stdout io.Writer) (*simFlags, error) {
 	fs := newFlagSet("sim")
-	f := newSimFlags(fs)
+	f := newSimFlags(fs, sim.KindOutage)
 	if err := parseFlags(fs, args, simSynopsis, stdout); err != nil {
+		return nil, err
+	}
+	switch sim.Kind(f.kind) {
+	case sim.KindOutage:
+		return f, nil
+	case sim.KindLowVolume:
+		fs = newFlagSet("sim")
+		f = newSimFlags(fs, sim.KindLowVolume)
+		return f, parseFlags(fs, args, simSynopsis, stdout)
+	}
+	return nil, usageError{err: fmt.Errorf("-scenario %q: want %s or %s", f.kind, sim.KindOutage, sim.KindLowVolume)}
+}
+
+// simReport is what both scenarios' reports can do.
+type simReport interface {
+	WriteText(io.Writer) error
+	WriteMarkdown(io.Writer) error
+	WriteSVG(io.Writer) error
+}
+
+func runSim(args []string, stdout, stderr io.Writer) error {
+	f, err := parseSimFlags(args, stdout)
+	if err != nil {
 		return err
 	}
 	ps, err := sim.Lookup(strings.Split(f.policies, ","))
@@ -90,14 +145,27 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	began := time.Now()
-	results, err := sim.Run(ctx, f.sc, ps, stderr)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return errors.New("interrupted")
+	command := commandLine("go run ./cmd/grantretry sim", args)
+	var rep simReport
+	var n int
+	if f.sc.Kind == sim.KindLowVolume {
+		for _, p := range ps {
+			if !p.SendsKey {
+				return usageError{err: fmt.Errorf("-policies: %s is not a grantretry policy, and the low-volume scenario reads grantretry's outcomes", p.ID)}
+			}
 		}
-		return err
+		results, err := sim.RunLowVolume(ctx, f.sc, ps, stderr)
+		if err != nil {
+			return simError(err)
+		}
+		rep, n = sim.LowVolumeReport{Scenario: f.sc, Results: results, Command: command}, len(results)
+	} else {
+		results, err := sim.Run(ctx, f.sc, ps, stderr)
+		if err != nil {
+			return simError(err)
+		}
+		rep, n = sim.Report{Scenario: f.sc, Results: results, Command: command}, len(results)
 	}
-	rep := sim.Report{Scenario: f.sc, Results: results, Command: commandLine("go run ./cmd/grantretry sim", args)}
 	if err := rep.WriteText(stdout); err != nil {
 		return err
 	}
@@ -107,7 +175,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err := writeFile(f.svg, rep.WriteSVG); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nran %d policies in %v", len(results), time.Since(began).Round(100*time.Millisecond))
+	fmt.Fprintf(stdout, "\nran %d policies in %v", n, time.Since(began).Round(100*time.Millisecond))
 	for _, p := range []string{f.md, f.svg} {
 		if p != "" {
 			fmt.Fprintf(stdout, "; wrote %s", p)
@@ -115,6 +183,14 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	return nil
+}
+
+// simError says "interrupted" for a run the user interrupted.
+func simError(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return errors.New("interrupted")
+	}
+	return err
 }
 
 // checkWritable fails early, before a run, if path's directory does not
@@ -213,5 +289,39 @@ func (f *breakerFlag) Set(v string) error {
 		return fmt.Errorf("want threshold,cooldown (such as 5,60s) or off: %w", err)
 	}
 	f.sc.Breaker, f.sc.Threshold, f.sc.Cooldown = true, uint32(threshold), cooldown
+	return nil
+}
+
+// probesFlag is -probes: durations, comma-separated, or "none".
+type probesFlag struct{ sc *sim.Scenario }
+
+func (f *probesFlag) String() string {
+	if f.sc == nil {
+		return ""
+	}
+	if len(f.sc.Probes) == 0 {
+		return "none"
+	}
+	out := make([]string, len(f.sc.Probes))
+	for i, d := range f.sc.Probes {
+		out[i] = d.String()
+	}
+	return strings.Join(out, ",")
+}
+
+func (f *probesFlag) Set(v string) error {
+	if v == "none" {
+		f.sc.Probes = nil
+		return nil
+	}
+	var ds []time.Duration
+	for _, part := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("want delays such as 30s,2m,1h, or none: %w", err)
+		}
+		ds = append(ds, d)
+	}
+	f.sc.Probes = ds
 	return nil
 }

@@ -71,7 +71,7 @@ func allPolicies() []Policy {
 			Summary:  "grantretry with the retry throttle and WithoutBreaker",
 			SendsKey: true,
 			wrap: func(sc Scenario, index int, inner http.RoundTripper) http.RoundTripper {
-				opts := append(sc.callOptions(index), sc.throttleOption(), grantretry.WithoutBreaker())
+				opts := append(append(sc.callOptions(index), sc.throttleOptions()...), grantretry.WithoutBreaker())
 				return grantretry.New(inner, opts...)
 			},
 		},
@@ -81,7 +81,7 @@ func allPolicies() []Policy {
 			Summary:  "grantretry as New builds it: full jitter, budget, retry throttle and breaker",
 			SendsKey: true,
 			wrap: func(sc Scenario, index int, inner http.RoundTripper) http.RoundTripper {
-				opts := append(sc.callOptions(index), sc.throttleOption(), sc.breakerOption())
+				opts := append(append(sc.callOptions(index), sc.throttleOptions()...), sc.breakerOption())
 				return grantretry.New(inner, opts...)
 			},
 		},
@@ -143,11 +143,16 @@ func (s Scenario) callOptions(index int) []grantretry.Option {
 	}
 }
 
-func (s Scenario) throttleOption() grantretry.Option {
+// throttleOptions are the retry throttle and its refill, scaled to real
+// time, or WithoutRetryThrottle.
+func (s Scenario) throttleOptions() []grantretry.Option {
 	if !s.Throttle {
-		return grantretry.WithoutRetryThrottle()
+		return []grantretry.Option{grantretry.WithoutRetryThrottle()}
 	}
-	return grantretry.WithRetryThrottle(s.MaxTokens, s.TokenRatio)
+	return []grantretry.Option{
+		grantretry.WithRetryThrottle(s.MaxTokens, s.TokenRatio),
+		grantretry.WithThrottleRefill(s.realTime(s.Refill)),
+	}
 }
 
 func (s Scenario) breakerOption() grantretry.Option {

@@ -25,6 +25,7 @@ type Report struct {
 func metricHeader() []string {
 	return []string{
 		"policy", "amplification in outage", "req/s in outage", "peak 1-s after recovery",
+		"recovery lag", "goodput/min", "goodput/min 1st min after recovery",
 		"succeeded", "p50", "p99", "duplicates", "recorded", "calls", "requests",
 	}
 }
@@ -43,6 +44,9 @@ func metricRow(r Result) []string {
 		fmtRatio(r.Amplification()),
 		fmt.Sprintf("%.1f", r.OutageRate()),
 		peak,
+		fmtLag(r),
+		fmtPerMinute(r.Goodput),
+		fmtPerMinute(r.GoodputAfterRecovery),
 		fmtShare(r.SuccessShare()),
 		fmtDur(r.P50),
 		fmtDur(r.P99),
@@ -90,14 +94,35 @@ func (rep Report) WriteText(w io.Writer) error {
 	if warn := rep.paceWarning(); warn != "" {
 		b.WriteString("\n" + warn + "\n")
 	}
-	if checks := Targets(rep.Results); len(checks) > 0 {
-		b.WriteString("\ntargets of issue 3 (set for the default scenario):\n")
-		for _, c := range checks {
+	for _, block := range rep.targetBlocks() {
+		fmt.Fprintf(&b, "\n%s:\n", strings.ToLower(block.title[:1])+block.title[1:])
+		for _, c := range block.checks {
 			fmt.Fprintf(&b, "  %s  %s\n", verdict(c.Met), c.Text)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// targetBlock is one issue's targets, measured.
+type targetBlock struct {
+	title  string
+	checks []Check
+}
+
+// targetBlocks are the targets of issues 3 and 11 the run can check, each
+// block left out when no policy it names ran.
+func (rep Report) targetBlocks() []targetBlock {
+	var out []targetBlock
+	if c := Targets(rep.Results); len(c) > 0 {
+		out = append(out, targetBlock{"Targets of issue 3 (set for the default scenario)", c})
+	}
+	if c := TargetsIssue11(rep.Scenario, rep.Results); len(c) > 0 {
+		out = append(out, targetBlock{fmt.Sprintf(
+			"Targets of issue 11 (recovery lag: at most %v in the default scenario, %v with other outage lengths)",
+			MaxDefaultRecoveryLag, MaxOtherRecoveryLag), c})
+	}
+	return out
 }
 
 func writeTabbed(w io.Writer, cells []string) {
@@ -120,9 +145,9 @@ func (rep Report) WriteMarkdown(w io.Writer) error {
 	if warn := rep.paceWarning(); warn != "" {
 		b.WriteString("\n**" + warn + "**\n")
 	}
-	if checks := Targets(rep.Results); len(checks) > 0 {
-		b.WriteString("\nTargets of issue 3 (set for the default scenario):\n\n")
-		for _, c := range checks {
+	for _, block := range rep.targetBlocks() {
+		fmt.Fprintf(&b, "\n%s:\n\n", block.title)
+		for _, c := range block.checks {
 			fmt.Fprintf(&b, "- %s: %s\n", verdict(c.Met), c.Text)
 		}
 	}
@@ -145,6 +170,14 @@ const definitions = `Definitions (times are simulated):
   its one-second quota windows (counted from the start of the run), from
   the end of the outage to the end of the run, as a multiple of its
   capacity; then that count and the window's start.
+- *recovery lag*: from the end of the outage to the start of the first
+  one-second window, at or after it, in which the funder answered 200 or
+  201 to requests that arrived in it at least 90% as many times as the
+  offered load (the workers' paced rate, without retries); "never" if no
+  window of the run did.
+- *goodput/min*: applications the funder recorded for the first time, per
+  simulated minute, over the whole run; *1st min after recovery*: the same
+  over the 60 one-second windows from the end of the outage on.
 - *succeeded*: share of all logical calls that ended ` + "`succeeded`" + `.
 - *p50*, *p99*: time from a call's start to its disposition, all calls.
 - *duplicates*: applications the funder recorded for a submission it had
@@ -196,7 +229,7 @@ func (s Scenario) throttleText() string {
 	if !s.Throttle {
 		return "off"
 	}
-	return fmt.Sprintf("%v tokens, ratio %v", s.MaxTokens, s.TokenRatio)
+	return fmt.Sprintf("%v tokens, ratio %v, refill %v", s.MaxTokens, s.TokenRatio, s.Refill)
 }
 
 func (s Scenario) breakerText() string {
@@ -235,6 +268,21 @@ func fmtRatio(x float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2fx", x)
+}
+
+// fmtLag writes a result's recovery lag, or "never".
+func fmtLag(r Result) string {
+	if !r.Recovered {
+		return "never"
+	}
+	return fmtDur(r.RecoveryLag)
+}
+
+func fmtPerMinute(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", x)
 }
 
 func fmtShare(x float64) string {

@@ -48,11 +48,32 @@ type Result struct {
 	Recorded   int // applications the funder recorded
 	Duplicates int // recordings of a submission it had already recorded
 
+	// SucceededPerSecond holds the requests the funder answered 200 or 201
+	// in each simulated second of the run, by the second they arrived in;
+	// RecordedPerSecond the applications it recorded for the first time.
+	SucceededPerSecond []int64
+	RecordedPerSecond  []int64
+	// RecoveryLag is the time from the end of the outage to the start of
+	// the first one-second window, at or after it, in which the funder
+	// answered 200 or 201 to at least RecoveredShare of the offered load;
+	// Recovered is false if no window of the run did.
+	RecoveryLag time.Duration
+	Recovered   bool
+	// Goodput is the applications recorded for the first time per
+	// simulated minute of the run, and GoodputAfterRecovery the same in
+	// the minute of windows from the end of the outage on (or what is left
+	// of the run, if less: NaN if nothing is).
+	Goodput, GoodputAfterRecovery float64
+
 	Wall time.Duration // real time the run took
 
 	outage    time.Duration
 	wantEarly float64 // calls expected before the outage at the offered load
 }
+
+// RecoveredShare is the share of the offered load that the funder must
+// answer 200 or 201 in one second for recovery lag to end.
+const RecoveredShare = 0.9
 
 // Amplification is the outage's load amplification: requests the funder
 // received during the outage per logical call started in it. NaN when no
@@ -97,22 +118,28 @@ func (r Result) SuccessShare() float64 {
 	return float64(r.Dispositions[grantretry.Succeeded]) / float64(r.Calls)
 }
 
-func newResult(sc Scenario, p Policy, perWorker [][]callRecord, f *funder, recorded, dups int, wall time.Duration) Result {
+func newResult(sc Scenario, p Policy, raw run) Result {
+	f := raw.f
 	r := Result{
-		Policy:         p,
-		Capacity:       sc.Capacity,
-		Dispositions:   make(map[grantretry.Disposition]int),
-		OutageRequests: f.inOutage.Load(),
-		Requests:       f.total(),
-		PerSecond:      f.perSecond(sc.Run),
-		Recorded:       recorded,
-		Duplicates:     dups,
-		Wall:           wall,
-		outage:         sc.Outage,
-		wantEarly:      sc.OutageStart.Seconds() * sc.Load * float64(sc.Capacity),
+		Policy:             p,
+		Capacity:           sc.Capacity,
+		Dispositions:       make(map[grantretry.Disposition]int),
+		OutageRequests:     f.inOutage.Load(),
+		Requests:           f.total(),
+		PerSecond:          perSecond(f.arrivals, sc.Run),
+		SucceededPerSecond: perSecond(f.succeeded, sc.Run),
+		RecordedPerSecond:  perSecond(f.fresh, sc.Run),
+		Recorded:           raw.recorded,
+		Duplicates:         raw.dups,
+		Wall:               raw.wall,
+		outage:             sc.Outage,
+		wantEarly:          sc.OutageStart.Seconds() * sc.Load * float64(sc.Capacity),
 	}
+	r.RecoveryLag, r.Recovered = recoveryLag(r.SucceededPerSecond, sc.OutageEnd(), RecoveredShare*sc.Load*float64(sc.Capacity))
+	r.Goodput = perMinute(r.RecordedPerSecond, 0, sc.Run)
+	r.GoodputAfterRecovery = perMinute(r.RecordedPerSecond, sc.OutageEnd(), sc.OutageEnd()+time.Minute)
 	var took []time.Duration
-	for _, calls := range perWorker {
+	for _, calls := range raw.calls {
 		for _, c := range calls {
 			r.Calls++
 			r.Dispositions[c.disp]++
@@ -144,6 +171,38 @@ func peakAfter(perSecond []int64, from time.Duration) (second int, peak int64) {
 	return second, peak
 }
 
+// firstWindow is the first whole one-second window that starts at or after
+// t.
+func firstWindow(t time.Duration) int {
+	return int((t + time.Second - 1) / time.Second)
+}
+
+// recoveryLag returns the time from from to the start of the first whole
+// one-second window, at or after it, whose count reaches want; ok is
+// false if none does.
+func recoveryLag(perSecond []int64, from time.Duration, want float64) (lag time.Duration, ok bool) {
+	for s := firstWindow(from); s < len(perSecond); s++ {
+		if float64(perSecond[s]) >= want {
+			return time.Duration(s)*time.Second - from, true
+		}
+	}
+	return 0, false
+}
+
+// perMinute is the count per minute over the whole one-second windows that
+// start in [from, to), within the run's: NaN if there are none.
+func perMinute(perSecond []int64, from, to time.Duration) float64 {
+	first, end := firstWindow(from), min(firstWindow(to), len(perSecond))
+	if end <= first {
+		return math.NaN()
+	}
+	var n int64
+	for _, c := range perSecond[first:end] {
+		n += c
+	}
+	return float64(n) * 60 / float64(end-first)
+}
+
 // percentile is the nearest-rank percentile of sorted; 0 if it is empty.
 func percentile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
@@ -153,7 +212,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
-// Check is one target of issue 3, measured.
+// Check is one target of an issue, measured.
 type Check struct {
 	Text string
 	Met  bool
@@ -168,9 +227,9 @@ const (
 	MaxDefaultPeakRatio     = 1.0
 )
 
-// Targets measures the run against the targets, for the policies present:
-// the default policy's amplification and peak, and the naive and
-// exponential policies' amplification.
+// Targets measures the run against the targets of issue 3, for the
+// policies present: the default policy's amplification and peak, and the
+// naive and exponential policies' amplification.
 func Targets(rs []Result) []Check {
 	var out []Check
 	for _, r := range rs {
@@ -180,6 +239,45 @@ func Targets(rs []Result) []Check {
 			out = append(out,
 				Check{fmt.Sprintf("%s: load amplification during the outage %s, at most %.1fx", r.Policy.Name, fmtRatio(a), MaxDefaultAmplification), a <= MaxDefaultAmplification},
 				Check{fmt.Sprintf("%s: peak one-second rate after recovery %s capacity, at most %.1fx", r.Policy.Name, fmtRatio(r.PeakRatio()), MaxDefaultPeakRatio), r.PeakRatio() <= MaxDefaultPeakRatio},
+			)
+		case "naive", "exponential":
+			out = append(out, Check{fmt.Sprintf("%s: load amplification during the outage %s, at least %.0fx", r.Policy.Name, fmtRatio(a), MinPeerAmplification), a >= MinPeerAmplification})
+		}
+	}
+	return out
+}
+
+// Recovery lag limits of issue 11: in the default scenario, and with other
+// outage lengths (30 s, 2 min and 10 min were named).
+const (
+	MaxDefaultRecoveryLag = 10 * time.Second
+	MaxOtherRecoveryLag   = 15 * time.Second
+)
+
+// MaxRecoveryLag is issue 11's limit on the default policy's recovery lag
+// in sc: MaxDefaultRecoveryLag for the default scenario's outage,
+// MaxOtherRecoveryLag for any other.
+func MaxRecoveryLag(sc Scenario) time.Duration {
+	if sc.Outage == Default().Outage {
+		return MaxDefaultRecoveryLag
+	}
+	return MaxOtherRecoveryLag
+}
+
+// TargetsIssue11 measures the run against the targets of issue 11 that an
+// outage run can check, for the policies present: the default policy's
+// amplification and recovery lag, and the naive and exponential policies'
+// amplification.
+func TargetsIssue11(sc Scenario, rs []Result) []Check {
+	var out []Check
+	for _, r := range rs {
+		a := r.Amplification()
+		switch r.Policy.ID {
+		case "default":
+			limit := MaxRecoveryLag(sc)
+			out = append(out,
+				Check{fmt.Sprintf("%s: load amplification during the outage %s, at most %.1fx", r.Policy.Name, fmtRatio(a), MaxDefaultAmplification), a <= MaxDefaultAmplification},
+				Check{fmt.Sprintf("%s: recovery lag %s, at most %v", r.Policy.Name, fmtLag(r), limit), r.Recovered && r.RecoveryLag <= limit},
 			)
 		case "naive", "exponential":
 			out = append(out, Check{fmt.Sprintf("%s: load amplification during the outage %s, at least %.0fx", r.Policy.Name, fmtRatio(a), MinPeerAmplification), a >= MinPeerAmplification})

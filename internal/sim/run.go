@@ -57,7 +57,16 @@ func policyIndex(id string) int {
 // callRecord is one logical call as a worker saw it, in simulated time.
 type callRecord struct {
 	start, took time.Duration
-	disp        grantretry.Disposition
+	callEnd
+}
+
+// callEnd is how a call ended. The hand-rolled policies report no
+// attempts (-1), stop reason or correlation id.
+type callEnd struct {
+	disp     grantretry.Disposition
+	attempts int
+	stop     string // a grantretry.Stop* constant
+	corr     string // X-Correlation-ID
 }
 
 // runner is one policy's run: the funder, the client and the clock the
@@ -67,14 +76,35 @@ type runner struct {
 	clk    simClock
 	url    string
 	client *http.Client
+	f      *funder
+}
+
+// run is one run's raw material, for newResult and newLowVolumeRun.
+type run struct {
+	calls          [][]callRecord // per worker
+	f              *funder
+	recorded, dups int
+	wall           time.Duration
 }
 
 func runPolicy(ctx context.Context, sc Scenario, p Policy, index int) (Result, error) {
-	clk := simClock{start: time.Now(), scale: sc.Scale}
-	f := newFunder(sc, clk)
-	url, stop, err := serve(f)
+	raw, err := runOnce(ctx, sc, p, index, 0)
 	if err != nil {
 		return Result{}, err
+	}
+	return newResult(sc, p, raw), nil
+}
+
+// runOnce runs one policy once against a fresh funder and a fresh inner
+// transport; probe, if positive, is the funder's probe delay, and the run
+// then ends with the probed call.
+func runOnce(ctx context.Context, sc Scenario, p Policy, index int, probe time.Duration) (run, error) {
+	clk := simClock{start: time.Now(), scale: sc.Scale}
+	f := newFunder(sc, clk)
+	f.probeAfter = probe
+	url, stop, err := serve(f)
+	if err != nil {
+		return run{}, err
 	}
 	defer stop()
 	inner := &http.Transport{
@@ -85,7 +115,7 @@ func runPolicy(ctx context.Context, sc Scenario, p Policy, index int) (Result, e
 		DisableCompression:  true,
 	}
 	defer inner.CloseIdleConnections()
-	r := &runner{sc: sc, clk: clk, url: url, client: &http.Client{Transport: p.wrap(sc, index, inner)}}
+	r := &runner{sc: sc, clk: clk, url: url, client: &http.Client{Transport: p.wrap(sc, index, inner)}, f: f}
 
 	// Nothing starts after the run; the guard bounds the calls in flight.
 	ctx, cancel := context.WithTimeout(ctx, sc.realTime(sc.Run+sc.callGuard()))
@@ -102,22 +132,25 @@ func runPolicy(ctx context.Context, sc Scenario, p Policy, index int) (Result, e
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return Result{}, err
+		return run{}, err
 	}
 	wall := time.Since(began)
 	recorded, dups := f.ledger()
-	return newResult(sc, p, calls, f, recorded, dups, wall), nil
+	return run{calls: calls, f: f, recorded: recorded, dups: dups, wall: wall}, nil
 }
 
-// worker submits one application after another until the run ends. A call
-// that ended as dead_letter, circuit_open or canceled leaves its
-// application owed: the next call sends it again, with the same submission
-// id and bytes, as a pipeline's requeue would. Between two calls it pauses
-// a think time drawn from its own seeded source.
+// worker submits one application after another until the run ends, or
+// until the call the funder probed has ended. A call that ended as
+// dead_letter, circuit_open or canceled leaves its application owed: the
+// next call sends it again, with the same submission id and bytes, as a
+// pipeline's requeue would. Between two calls it pauses a think time
+// drawn from its own seeded source.
 func (r *runner) worker(ctx context.Context, w int) []callRecord {
 	rng := rand.New(rand.NewPCG(r.sc.Seed, 1<<32+uint64(w)))
 	think := r.sc.Think()
 	period := think + r.sc.Latency
+	low := time.Duration(float64(think) * (1 - r.sc.Spread))
+	spread := int64(float64(think) * 2 * r.sc.Spread)
 	wait := time.Duration(rng.Int64N(int64(period) + 1)) // staggered start
 	var out []callRecord
 	var id string
@@ -136,10 +169,13 @@ func (r *runner) worker(ctx context.Context, w int) []callRecord {
 			id = fmt.Sprintf("W%03d-%06d", w, seq)
 			body = applicationBody(id, w, seq)
 		}
-		disp := r.submit(ctx, id, body)
-		out = append(out, callRecord{start: start, took: r.clk.now() - start, disp: disp})
-		owed = disp != grantretry.Succeeded && disp != grantretry.FailedTerminal
-		wait = think/2 + time.Duration(rng.Int64N(int64(think)+1))
+		end := r.submit(ctx, id, body)
+		out = append(out, callRecord{start: start, took: r.clk.now() - start, callEnd: end})
+		if r.f.probeAfter > 0 && end.corr != "" && end.corr == r.f.probed() {
+			return out
+		}
+		owed = end.disp != grantretry.Succeeded && end.disp != grantretry.FailedTerminal
+		wait = low + time.Duration(rng.Int64N(spread+1))
 	}
 }
 
@@ -153,35 +189,41 @@ func applicationBody(id string, w, seq int) []byte {
 }
 
 // submit makes one logical call through the policy and says how it ended.
-func (r *runner) submit(ctx context.Context, id string, body []byte) grantretry.Disposition {
+func (r *runner) submit(ctx context.Context, id string, body []byte) callEnd {
 	ctx, cancel := context.WithTimeout(ctx, r.sc.realTime(r.sc.callGuard()))
 	defer cancel()
 	req, err := http.NewRequestWithContext(grantretry.WithSubmissionID(ctx, id), http.MethodPost, r.url, bytes.NewReader(body))
 	if err != nil {
-		return grantretry.FailedTerminal
+		return callEnd{disp: grantretry.FailedTerminal, attempts: -1}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.client.Do(req)
-	disp := dispositionOf(ctx, resp, err)
+	end := endOf(ctx, resp, err)
 	if resp != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
 	}
-	return disp
+	return end
 }
 
-// dispositionOf reads how a call ended: from grantretry's Outcome when the
-// policy is grantretry, and otherwise by the same rules from what the
-// hand-rolled loop returned (a response below 400 succeeded, a terminal
-// verdict failed, a transient one is dead_letter: out of retries).
-func dispositionOf(ctx context.Context, resp *http.Response, err error) grantretry.Disposition {
+// endOf reads how a call ended: from grantretry's Outcome (on the response,
+// or in the *grantretry.Error) when the policy is grantretry, and
+// otherwise by the same rules from what the hand-rolled loop returned (a
+// response below 400 succeeded, a terminal verdict failed, a transient one
+// is dead_letter: out of retries).
+func endOf(ctx context.Context, resp *http.Response, err error) callEnd {
 	if out, ok := grantretry.OutcomeOf(resp); ok {
-		return out.Disposition
+		return callEnd{disp: out.Disposition, attempts: out.Attempts, stop: out.StopReason, corr: out.CorrelationID}
 	}
 	var e *grantretry.Error
 	if errors.As(err, &e) {
-		return e.Disposition
+		return callEnd{disp: e.Disposition, attempts: e.Attempts, stop: e.StopReason, corr: e.CorrelationID}
 	}
+	return callEnd{disp: dispositionOf(ctx, resp, err), attempts: -1}
+}
+
+// dispositionOf is the disposition of a hand-rolled policy's call.
+func dispositionOf(ctx context.Context, resp *http.Response, err error) grantretry.Disposition {
 	if ctx.Err() != nil {
 		return grantretry.Canceled
 	}

@@ -19,7 +19,9 @@ const (
 
 // WriteSVG writes the chart: requests the funder received per simulated
 // second, one line per policy, with the outage shaded and the capacity
-// drawn dashed. It is plain SVG 1.1 that any browser opens.
+// drawn dashed; a dot in each policy's colour marks where its recovery lag
+// ends, and the legend gives its recovery lag and goodput. It is plain SVG
+// 1.1 that any browser opens.
 func (rep Report) WriteSVG(w io.Writer) error {
 	c := newChart(rep)
 	var b bytes.Buffer
@@ -30,6 +32,7 @@ func (rep Report) WriteSVG(w io.Writer) error {
 	c.outage(&b) // under everything else
 	c.axes(&b)
 	c.lines(&b)
+	c.recoveries(&b)
 	c.legend(&b)
 	b.WriteString("</svg>\n")
 	_, err := w.Write(b.Bytes())
@@ -111,6 +114,24 @@ func (c chart) lines(b *bytes.Buffer) {
 	}
 }
 
+// recoveries marks, for each policy that recovered, the start of the
+// window that ended its recovery lag: a dot near the top of the plot,
+// one row per policy so that equal lags do not hide each other.
+func (c chart) recoveries(b *bytes.Buffer) {
+	end := c.rep.Scenario.OutageEnd()
+	for i, r := range c.rep.Results {
+		if !r.Recovered {
+			continue
+		}
+		sec := (end + r.RecoveryLag).Seconds()
+		if sec > c.runSec {
+			continue
+		}
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="#ffffff"/>`+"\n",
+			c.x(sec), float64(plotTop+30+9*i), colorOf(r.Policy))
+	}
+}
+
 func (c chart) legend(b *bytes.Buffer) {
 	s := c.rep.Scenario
 	y := float64(plotTop + 8)
@@ -120,8 +141,20 @@ func (c chart) legend(b *bytes.Buffer) {
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="%s"/>`+"\n",
 			legendX, y-4, legendX+24, y-4, colorOf(r.Policy), strokeOf(r.Policy))
 		text(b, legendX+32, y, "start", "", r.Policy.Name)
+		y += 14
+		text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, fmt.Sprintf(
+			"lag %s · %s/min · 1st min %s", fmtLag(r), fmtPerMinute(r.Goodput), fmtPerMinute(r.GoodputAfterRecovery)))
 	}
 	y += 30
+	fmt.Fprintf(b, `<circle cx="%d" cy="%.1f" r="4" fill="#777777"/>`+"\n", legendX+12, y-4)
+	text(b, legendX+32, y, "start", "", "recovered: 90% of offered")
+	y += 14
+	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "load succeeds in one second")
+	y += 16
+	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "lag: recovery lag; /min: goodput")
+	y += 14
+	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "over the run, then 1st min after")
+	y += 22
 	fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" %s/>`+"\n", legendX, y-4, legendX+24, y-4, capacityStroke)
 	text(b, legendX+32, y, "start", "", fmt.Sprintf("capacity, %d req/s", s.Capacity))
 	y += 22
