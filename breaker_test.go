@@ -10,13 +10,6 @@ import (
 	"time"
 )
 
-// advance moves a fake clock forward.
-func (f *fakeClock) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
-
 // get makes one GET to funderURL and returns its outcome, whether the call
 // returned a response or an *Error.
 func (h *harness) get(t *testing.T) Outcome {

@@ -18,7 +18,7 @@ import (
 // reported after the status's ("terminal:500;soap:Client").
 // ClassifySOAPFault is one such function. fn must not be nil.
 func WithClassifier(fn ClassifyFunc) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if fn == nil {
 			c.invalid("WithClassifier(nil)")
 			return

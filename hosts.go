@@ -1,17 +1,134 @@
 package grantretry
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 )
 
-// hostState is what one Transport keeps per funder host: its circuit
-// breaker and its retry throttle, either nil when turned off.
+// hostState is what one Transport keeps per funder host: its retry policy,
+// its circuit breaker and its retry throttle, either nil when turned off.
 type hostState struct {
+	cfg      *config // the Transport's own, or a copy with ForHost's options
 	breaker  *hostBreaker
 	throttle *retryThrottle
+}
+
+// ForHost applies opts to the calls whose URL host matches host, on top of
+// the Transport's own options, whatever their order: a pipeline that talks
+// to Grants.gov and three portals through one client gives each funder its
+// own policy. host is a host name or IP address, matched without regard to
+// case on any port, or host:port, matched on that port only (a URL without
+// a port has its scheme's default). Every ForHost that matches applies, in
+// the order given, so ForHost("funder.gov:8443", ...) can refine
+// ForHost("funder.gov", ...).
+//
+// Only options of the retry policy may be set per host: WithBackoff,
+// WithBudget, WithAttemptTimeout, WithStatusSets, WithClassifier,
+// WithBreaker, WithBreakerProbe, WithoutBreaker, WithRetryThrottle,
+// WithThrottleRefill and WithoutRetryThrottle. Any other, an invalid one,
+// or a host that is not a host name, an IP address or host:port makes the
+// Transport invalid like any invalid option.
+func ForHost(host string, opts ...Option) Option {
+	return optionFunc(func(c *config) {
+		r, err := parseHostRule(host)
+		if err != nil {
+			c.invalid("ForHost(%q): %v", host, err)
+			return
+		}
+		for i, o := range opts {
+			if o == nil {
+				continue
+			}
+			if _, ok := o.(policyOption); !ok {
+				c.invalid("ForHost(%q): option %d is not part of the retry policy, and cannot be set per host", host, i+1)
+				return
+			}
+			r.opts = append(r.opts, o)
+		}
+		c.rules = append(c.rules, r)
+	})
+}
+
+// hostRule is one ForHost: the host it matches, and its options.
+type hostRule struct {
+	host string // lower case; an IPv6 address without brackets
+	port string // "" for any port
+	opts []Option
+}
+
+// parseHostRule reads a ForHost pattern: host, host:port, [ipv6] or
+// [ipv6]:port.
+func parseHostRule(s string) (hostRule, error) {
+	if s == "" {
+		return hostRule{}, errors.New("empty host")
+	}
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@ \t*") {
+		return hostRule{}, errors.New("want a host or host:port, not a URL or a pattern")
+	}
+	host, port := s, ""
+	switch {
+	case strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"):
+		host = s[1 : len(s)-1]
+	case strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1:
+		var err error
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return hostRule{}, err
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return hostRule{}, fmt.Errorf("port %q: want 1 to 65535", port)
+		}
+	}
+	if host == "" || (strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+		return hostRule{}, fmt.Errorf("%q is not a host name or an IP address", host)
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),;<=>[]{}|^`%", c) >= 0 {
+			return hostRule{}, fmt.Errorf("%q is not a host name or an IP address", host)
+		}
+	}
+	return hostRule{host: strings.ToLower(host), port: port}, nil
+}
+
+// matches reports whether the rule applies to host and port.
+func (r *hostRule) matches(host, port string) bool {
+	return r.host == host && (r.port == "" || r.port == port)
+}
+
+// checkRules applies each ForHost's options once, on a copy, so that an
+// invalid one fails the Transport at New, not at the first call to its
+// host.
+func (c *config) checkRules() {
+	for _, r := range c.rules {
+		rc := c.withRule(&r)
+		c.errs = append(c.errs, rc.errs...)
+	}
+}
+
+// forHost is the policy of calls to host and port: c itself when no
+// ForHost matches, else a copy with every matching ForHost's options.
+func (c *config) forHost(host, port string) *config {
+	out := c
+	for i := range c.rules {
+		if r := &c.rules[i]; r.matches(host, port) {
+			out = out.withRule(r)
+		}
+	}
+	return out
+}
+
+// withRule returns a copy of c with r's options applied.
+func (c *config) withRule(r *hostRule) *config {
+	rc := *c
+	rc.errs, rc.rules = nil, nil
+	for _, o := range r.opts {
+		o.apply(&rc)
+	}
+	return &rc
 }
 
 // hosts maps a host to its state, created lazily. Safe for concurrent use:
@@ -45,12 +162,17 @@ func (h *hosts) get(key string) *hostState {
 	if v, ok := h.byKey.Load(key); ok {
 		return v.(*hostState)
 	}
-	hs := &hostState{}
-	if h.cfg.breakerOn {
-		hs.breaker = newHostBreaker(key, h.cfg)
+	cfg := h.cfg
+	if len(cfg.rules) > 0 {
+		host, port, _ := net.SplitHostPort(key[strings.Index(key, "://")+3:])
+		cfg = cfg.forHost(host, port)
 	}
-	if h.cfg.throttleOn {
-		hs.throttle = newRetryThrottle(h.cfg.maxTokens, h.cfg.tokenRatio, h.cfg.refill, h.cfg.clock)
+	hs := &hostState{cfg: cfg}
+	if cfg.breakerOn {
+		hs.breaker = newHostBreaker(key, cfg)
+	}
+	if cfg.throttleOn {
+		hs.throttle = newRetryThrottle(cfg.maxTokens, cfg.tokenRatio, cfg.refill, cfg.clock)
 	}
 	v, _ := h.byKey.LoadOrStore(key, hs)
 	return v.(*hostState)

@@ -32,6 +32,12 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
+// policyOption is an option of the retry policy: one that ForHost may set
+// for one host.
+type policyOption func(*config)
+
+func (f policyOption) apply(c *config) { f(c) }
+
 // config is everything New assembles. It is copied into the Transport and
 // never written again.
 type config struct {
@@ -55,6 +61,7 @@ type config struct {
 	redact         redactor
 	letters        DeadLetterSink
 	classifier     ClassifyFunc // nil: the status sets alone
+	rules          []hostRule   // ForHost's, in the order given
 	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error
@@ -90,7 +97,7 @@ func defaultConfig() config {
 // uniformly from [0, min(cap, base*2^n)]. Defaults DefaultBackoffBase and
 // DefaultBackoffCap. base must be positive and cap at least base.
 func WithBackoff(base, cap time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if base <= 0 || cap < base {
 			c.invalid("WithBackoff(%v, %v): want 0 < base <= cap", base, cap)
 			return
@@ -105,7 +112,7 @@ func WithBackoff(base, cap time.Duration) Option {
 // DefaultMaxRetries and DefaultDeadline. maxRetries 0 turns retries off;
 // it must not be negative, and the deadline must be positive.
 func WithBudget(maxRetries int, deadline time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if maxRetries < 0 || deadline <= 0 {
 			c.invalid("WithBudget(%d, %v): want maxRetries >= 0 and deadline > 0", maxRetries, deadline)
 			return
@@ -120,7 +127,7 @@ func WithBudget(maxRetries int, deadline time.Duration) Option {
 // ("transport:timeout"). Zero, the default, means no per-attempt bound
 // beyond the call's deadline.
 func WithAttemptTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if d < 0 {
 			c.invalid("WithAttemptTimeout(%v): want d >= 0", d)
 			return
@@ -137,7 +144,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 // longer than cooldown. Defaults DefaultBreakerThreshold and
 // DefaultBreakerCooldown. threshold and cooldown must be positive.
 func WithBreaker(threshold uint32, cooldown time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if threshold == 0 || cooldown <= 0 {
 			c.invalid("WithBreaker(%d, %v): want threshold > 0 and cooldown > 0", threshold, cooldown)
 			return
@@ -152,7 +159,7 @@ func WithBreaker(threshold uint32, cooldown time.Duration) Option {
 // from its upper half so that many processes do not probe in step. A
 // probe longer than the cooldown is cut to it. d must be positive.
 func WithBreakerProbe(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if d <= 0 {
 			c.invalid("WithBreakerProbe(%v): want d > 0", d)
 			return
@@ -165,7 +172,7 @@ func WithBreakerProbe(d time.Duration) Option {
 // that is down are still bounded by the budget and the retry throttle, but
 // none is short-circuited. For pipelines that break circuits elsewhere.
 func WithoutBreaker() Option {
-	return optionFunc(func(c *config) { c.breakerOn = false })
+	return policyOption(func(c *config) { c.breakerOn = false })
 }
 
 // WithRetryThrottle sets the per-host retry throttle (gRFC A6): a bucket of
@@ -179,7 +186,7 @@ func WithoutBreaker() Option {
 // maxTokens must be in (0, 1000] and tokenRatio in [0.001, maxTokens];
 // tokens are counted in thousandths.
 func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if !(maxTokens > 0 && maxTokens <= 1000 && tokenRatio >= 0.001 && tokenRatio <= maxTokens) {
 			c.invalid("WithRetryThrottle(%v, %v): want 0 < maxTokens <= 1000 and 0.001 <= tokenRatio <= maxTokens", maxTokens, tokenRatio)
 			return
@@ -200,7 +207,7 @@ func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
 // the bucket keeps time in. It does not turn on a throttle that
 // WithoutRetryThrottle turned off.
 func WithThrottleRefill(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		if d < time.Millisecond {
 			c.invalid("WithThrottleRefill(%v): want d >= 1ms", d)
 			return
@@ -213,7 +220,7 @@ func WithThrottleRefill(d time.Duration) Option {
 // call its own budget and nothing that bounds retries across calls. Only
 // for a funder that can absorb a fleet retrying at once.
 func WithoutRetryThrottle() Option {
-	return optionFunc(func(c *config) { c.throttleOn = false })
+	return policyOption(func(c *config) { c.throttleOn = false })
 }
 
 // WithLogger sets the audit logger. The default, zap.NewNop(), writes
@@ -234,7 +241,7 @@ func WithLogger(l *zap.Logger) Option {
 // other status of 400 or more stays terminal as "unclassified:<code>".
 // Codes must be 400 to 599 and in at most one set.
 func WithStatusSets(transient, terminal []int) Option {
-	return optionFunc(func(c *config) {
+	return policyOption(func(c *config) {
 		seen := make(map[int]bool)
 		for _, code := range append(append([]int(nil), transient...), terminal...) {
 			if code < 400 || code > 599 {

@@ -28,7 +28,6 @@ type Transport struct {
 	cfg   config
 	err   error // from invalid options; every call returns it
 	log   *zap.Logger
-	sets  statusSets
 	clock Clock
 	hosts *hosts
 }
@@ -47,12 +46,12 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	if next == nil {
 		next = cleanhttp.DefaultPooledTransport()
 	}
+	cfg.checkRules()
 	return &Transport{
 		next:  next,
 		cfg:   cfg,
 		err:   cfg.configError(),
 		log:   cfg.log,
-		sets:  cfg.sets,
 		clock: cfg.clock,
 		hosts: &hosts{cfg: &cfg},
 	}
@@ -107,6 +106,7 @@ type call struct {
 	base   *http.Request // the clone every attempt is copied from
 	p      payload
 	host   *hostState
+	pol    *config // the retry policy for the call's host (see ForHost)
 	budget callBudget
 	start  time.Time // on the Clock
 
@@ -180,6 +180,8 @@ func (c *call) prepare() error {
 		closeBody(req)
 		return err
 	}
+	c.host = t.hosts.forURL(req.URL)
+	c.pol = c.host.cfg
 	c.ctx = req.Context()
 	//lint:ignore SA1019 http.Client closes Cancel for Client.Timeout, so it is the caller's cancellation too
 	c.reqCancel = req.Cancel
@@ -221,8 +223,7 @@ func (c *call) prepare() error {
 	}
 	c.startContexts()
 	c.buildBase()
-	c.budget = newCallBudget(c.ctx, c.start, t.cfg.maxRetries, t.cfg.deadline)
-	c.host = t.hosts.forURL(req.URL)
+	c.budget = newCallBudget(c.ctx, c.start, c.pol.maxRetries, c.pol.deadline)
 	return nil
 }
 
@@ -296,7 +297,7 @@ func isStamped(k string) bool {
 func (c *call) startContexts() {
 	c.octx.Context = c.ctx
 	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
-	limit := c.t.cfg.deadline
+	limit := c.pol.deadline
 	if d, ok := c.ctx.Deadline(); !ok || time.Until(d) > limit {
 		c.callTimer = time.AfterFunc(limit, c.deadlineExpired)
 	}
@@ -540,7 +541,7 @@ type sentAttempt struct {
 func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	ctx := c.callCtx
 	a.stop = func(bool) {}
-	if d := c.t.cfg.attemptTimeout; d > 0 {
+	if d := c.pol.attemptTimeout; d > 0 {
 		actx, cancel := context.WithCancelCause(ctx)
 		timer := time.AfterFunc(d, func() { c.expire(cancel, errAttemptTimeout, true) })
 		ctx = actx
@@ -574,10 +575,10 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
 	}
-	if a.resp != nil && a.resp.StatusCode >= 400 && c.t.cfg.classifier != nil {
+	if a.resp != nil && a.resp.StatusCode >= 400 && c.pol.classifier != nil {
 		// Before the hold: reading the body is still the attempt's, and
 		// its timers bound it.
-		a.class, a.classified = classifyBody(c.t.cfg.classifier, a.resp)
+		a.class, a.classified = classifyBody(c.pol.classifier, a.resp)
 	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
@@ -594,7 +595,7 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	resp, err := a.resp, a.err
 	if err == nil {
-		v := c.t.sets.classify(resp.StatusCode, nil)
+		v := c.pol.sets.classify(resp.StatusCode, nil)
 		if a.classified {
 			v = a.class
 		}
@@ -662,7 +663,7 @@ func (c *call) decide(resp *http.Response) decision {
 		return decision{stop: StopNotIdempotent, disp: DeadLetter}
 	}
 	now := c.t.clock.Now()
-	jitter := fullJitter(c.t.cfg.rand, c.budget.spent, c.t.cfg.base, c.t.cfg.cap)
+	jitter := fullJitter(c.pol.rand, c.budget.spent, c.pol.base, c.pol.cap)
 	var after time.Duration
 	hasAfter := false
 	if resp != nil {

@@ -1,0 +1,128 @@
+package grantretry
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jarcoal/httpmock"
+	"go.uber.org/zap"
+)
+
+// attemptsTo makes one GET to url and returns how many attempts it made.
+func (h *harness) attemptsTo(t *testing.T, url string) Outcome {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		return mustError(t, err).Outcome
+	}
+	resp.Body.Close()
+	return mustOutcome(t, resp)
+}
+
+// Each funder gets its own policy through one client; ForHost applies on top
+// of the Transport's own options whatever their order.
+func TestForHostGivesEachFunderItsPolicy(t *testing.T) {
+	h := newHarness(t,
+		ForHost("registry.state.test", WithBudget(0, time.Minute)),
+		WithBudget(2, time.Hour), // after the ForHost: still the Transport's own
+		ForHost("portal.test", WithStatusSets([]int{503}, []int{500})),
+	)
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(500, "down"))
+	for _, tc := range []struct {
+		url      string
+		attempts int
+	}{
+		{"https://registry.state.test/v1/filings", 1},
+		{"https://REGISTRY.State.test:443/v1/filings", 1}, // any spelling
+		{"https://grants.test/v1/applications", 3},
+		{"https://portal.test/v1/apply", 1}, // 500 is terminal there
+	} {
+		if o := h.attemptsTo(t, tc.url); o.Attempts != tc.attempts {
+			t.Errorf("%s: %d attempts, want %d", tc.url, o.Attempts, tc.attempts)
+		}
+	}
+}
+
+// host matches any port, host:port that port only (a URL without one has
+// its scheme's default), and every match applies in the order given.
+func TestForHostPortMatchingAndOrder(t *testing.T) {
+	h := newHarness(t,
+		ForHost("funder.test", WithBudget(1, time.Hour)),
+		ForHost("FUNDER.test:8443", WithBudget(3, time.Hour)),
+		ForHost("funder.test:443", WithBudget(0, time.Hour)),
+		ForHost("[::1]", WithBudget(2, time.Hour)),
+	)
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	for _, tc := range []struct {
+		url      string
+		attempts int
+	}{
+		{"https://funder.test/x", 1},      // :443 by default, the last match
+		{"http://funder.test/x", 2},       // :80: the host-only rule
+		{"https://funder.test:8443/x", 4}, // both, the later wins
+		{"http://[::1]:9000/x", 3},
+		{"https://other.test/x", 5},
+	} {
+		if o := h.attemptsTo(t, tc.url); o.Attempts != tc.attempts {
+			t.Errorf("%s: %d attempts, want %d", tc.url, o.Attempts, tc.attempts)
+		}
+	}
+}
+
+// A classifier, a breaker and a throttle can be a host's own.
+func TestForHostClassifierAndBreakerAreTheHosts(t *testing.T) {
+	m := &markerClassifier{}
+	h := newHarness(t, WithBudget(0, time.Hour),
+		ForHost("soap.test", WithClassifier(m.classify), WithBreaker(1, time.Hour)))
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(500, "<Client/>"))
+
+	if o := h.attemptsTo(t, "https://soap.test/s2s"); o.Disposition != FailedTerminal || o.Reason != "terminal:500;marker:Client" {
+		t.Errorf("soap.test: %s %q, want the classifier's terminal verdict", o.Disposition, o.Reason)
+	}
+	if o := h.attemptsTo(t, "https://json.test/api"); o.Reason != "transient:500" {
+		t.Errorf("json.test: %q, want the status sets alone", o.Reason)
+	}
+	// soap.test's breaker opens on one failed call; json.test's needs five.
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	h.attemptsTo(t, "https://soap.test/s2s")
+	if o := h.attemptsTo(t, "https://soap.test/s2s"); o.Disposition != CircuitOpen {
+		t.Errorf("soap.test after a failed call: %s, want circuit_open", o.Disposition)
+	}
+	for i := 0; i < 3; i++ {
+		if o := h.attemptsTo(t, "https://json.test/api"); o.Disposition == CircuitOpen {
+			t.Fatalf("json.test call %d: circuit_open, but its threshold is the default", i+1)
+		}
+	}
+}
+
+func TestForHostRefusesWhatIsNotAHostOrNotPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Option
+	}{
+		{"empty", ForHost("", WithBudget(1, time.Second))},
+		{"a URL", ForHost("https://funder.test", WithBudget(1, time.Second))},
+		{"a path", ForHost("funder.test/api", WithBudget(1, time.Second))},
+		{"a wildcard", ForHost("*.funder.test", WithBudget(1, time.Second))},
+		{"port zero", ForHost("funder.test:0", WithBudget(1, time.Second))},
+		{"port not a number", ForHost("funder.test:https", WithBudget(1, time.Second))},
+		{"user info", ForHost("me@funder.test", WithBudget(1, time.Second))},
+		{"bad IPv6", ForHost("[::zz]", WithBudget(1, time.Second))},
+		{"empty port", ForHost("funder.test:", WithBudget(1, time.Second))},
+		{"not a policy option", ForHost("funder.test", WithLogger(zap.NewNop()))},
+		{"an invalid policy option", ForHost("funder.test", WithBudget(-1, time.Second))},
+		{"ForHost inside ForHost", ForHost("funder.test", ForHost("other.test"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := New(httpmock.NewMockTransport(), tc.opt)
+			// Any host: the Transport as a whole is invalid.
+			req, _ := http.NewRequest(http.MethodGet, "https://unrelated.test/", nil)
+			if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+				t.Errorf("RoundTrip = %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+}
