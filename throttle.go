@@ -32,10 +32,10 @@ const (
 // the precision gRFC A6 gives tokenRatio.
 const milli = 1000
 
-// The bucket's state is one int64: the Clock time of its last update, in
-// milliseconds since the bucket was made, above tokenBits bits of tokens
-// in thousandths (at most 1000 tokens: 1,000,000 < 2^20). 43 bits of
-// milliseconds last 278 years.
+// The bucket's state is one int64: the Clock time of its last failure (0
+// until one), in milliseconds since the bucket was made, above tokenBits
+// bits of tokens in thousandths (at most 1000 tokens: 1,000,000 < 2^20).
+// 43 bits of milliseconds last 278 years.
 const (
 	tokenBits = 20
 	tokenMask = 1<<tokenBits - 1
