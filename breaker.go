@@ -17,9 +17,12 @@ const (
 	// host open its breaker: it opens on the 5th.
 	DefaultBreakerThreshold uint32 = 5
 	// DefaultBreakerCooldown is the longest an open breaker refuses calls
-	// before it lets one probe through (half-open): the interval between
-	// probes grows to it during a long outage.
-	DefaultBreakerCooldown = 60 * time.Second
+	// before it lets one probe through (half-open): the wait before a
+	// probe grows to it during a long outage. Set from the storm
+	// simulator (docs/choosing-budgets.md): a funder that is back is found
+	// within about 10 s, outages of 30 s to 10 min alike, for one probe
+	// per host every 5 to 10 s while it is down.
+	DefaultBreakerCooldown = 10 * time.Second
 	// DefaultBreakerProbe is how long a breaker that has just opened
 	// refuses calls before its first probe.
 	DefaultBreakerProbe = 2 * time.Second

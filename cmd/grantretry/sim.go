@@ -91,6 +91,7 @@ func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
 	fs.DurationVar(&sc.Refill, "throttle-refill", sc.Refill, "the throttle's refill period (WithThrottleRefill); a very long one, such as 100000h, leaves gRFC A6's refill on successes alone")
 	f.breaker = breakerFlag{sc: sc}
 	fs.Var(&f.breaker, "breaker", `breaker of the "default" policy: threshold,cooldown or off (WithBreaker)`)
+	fs.DurationVar(&sc.Probe, "probe", sc.Probe, `the "default" policy's first wait before a probe (WithBreakerProbe)`)
 	fs.StringVar(&f.policies, "policies", policies, "policies to run, comma-separated, in order (low-volume: "+lowVolumePolicies+")")
 	fs.StringVar(&f.md, "md", "grantretry-sim.md", `write the tables as Markdown to this file; "" for none`)
 	fs.StringVar(&f.svg, "svg", "grantretry-sim.svg", `write the chart as SVG to this file; "" for none`)

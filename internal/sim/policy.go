@@ -81,7 +81,7 @@ func allPolicies() []Policy {
 			Summary:  "grantretry as New builds it: full jitter, budget, retry throttle and breaker",
 			SendsKey: true,
 			wrap: func(sc Scenario, index int, inner http.RoundTripper) http.RoundTripper {
-				opts := append(append(sc.callOptions(index), sc.throttleOptions()...), sc.breakerOption())
+				opts := append(append(sc.callOptions(index), sc.throttleOptions()...), sc.breakerOptions()...)
 				return grantretry.New(inner, opts...)
 			},
 		},
@@ -160,6 +160,13 @@ func (s Scenario) breakerOption() grantretry.Option {
 		return grantretry.WithoutBreaker()
 	}
 	return grantretry.WithBreaker(s.Threshold, s.realTime(s.Cooldown))
+}
+
+func (s Scenario) breakerOptions() []grantretry.Option {
+	if !s.Breaker {
+		return []grantretry.Option{grantretry.WithoutBreaker()}
+	}
+	return []grantretry.Option{s.breakerOption(), grantretry.WithBreakerProbe(s.realTime(s.Probe))}
 }
 
 // retrier is a retry loop as it is often written by hand: retry every

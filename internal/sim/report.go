@@ -236,7 +236,7 @@ func (s Scenario) breakerText() string {
 	if !s.Breaker {
 		return "off"
 	}
-	return fmt.Sprintf("opens on %d failures, cooldown %v", s.Threshold, s.Cooldown)
+	return fmt.Sprintf("opens on %d failed calls, probes after %v, doubling up to %v", s.Threshold, s.Probe, s.Cooldown)
 }
 
 // paceWarning says which policies ran slower than the time scale asks,

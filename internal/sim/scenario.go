@@ -78,7 +78,8 @@ type Scenario struct {
 	Refill     time.Duration // the throttle's refill period
 	Breaker    bool          // the breaker of the "default" policy
 	Threshold  uint32
-	Cooldown   time.Duration
+	Cooldown   time.Duration // the longest wait before a probe
+	Probe      time.Duration // the first wait before a probe (WithBreakerProbe)
 }
 
 // Default returns the default scenario: a funder with a ceiling of 20
@@ -108,7 +109,8 @@ func Default() Scenario {
 		Refill:      60 * time.Second,
 		Breaker:     true,
 		Threshold:   5,
-		Cooldown:    60 * time.Second,
+		Cooldown:    10 * time.Second,
+		Probe:       2 * time.Second,
 	}
 }
 
@@ -210,8 +212,8 @@ func (s Scenario) Validate() error {
 		if s.realTime(s.Deadline) <= 0 {
 			bad("deadline %v: want a positive deadline", s.Deadline)
 		}
-		if s.Breaker && (s.Threshold == 0 || s.realTime(s.Cooldown) <= 0) {
-			bad("breaker %d, %v: want a positive threshold and cooldown", s.Threshold, s.Cooldown)
+		if s.Breaker && (s.Threshold == 0 || s.realTime(s.Cooldown) <= 0 || s.realTime(s.Probe) <= 0) {
+			bad("breaker %d, %v, probe %v: want a positive threshold, cooldown and probe", s.Threshold, s.Cooldown, s.Probe)
 		}
 	}
 	if s.Throttle && !(s.MaxTokens > 0 && s.MaxTokens <= 1000 && s.TokenRatio >= 0.001 && s.TokenRatio <= s.MaxTokens) {
