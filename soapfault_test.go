@@ -379,3 +379,34 @@ func TestClassifySOAPFaultReadsAtMostThePeek(t *testing.T) {
 		c.check(t)
 	}
 }
+
+// FuzzClassifySOAPFault: never panics; a verdict is one of the documented
+// ones, with a reason naming no funder text; not ok is the zero
+// Classification; and a verdict never depends on what follows the bytes
+// that gave it: if a prefix of body is classified, body is too, the same.
+func FuzzClassifySOAPFault(f *testing.F) {
+	for _, c := range append(soapSemanticCases(), soapHostileCases("http://127.0.0.1:9/evil.dtd", "/nonexistent")...) {
+		if len(c.body) <= 4<<10 {
+			f.Add([]byte(c.body), uint16(len(c.body)/2))
+		}
+	}
+	verdicts := map[string]bool{
+		"soap:Client": false, "soap:Server": true, "soap:VersionMismatch": false, "soap:MustUnderstand": false,
+		"soap:Sender": false, "soap:Receiver": true, "soap:DataEncodingUnknown": false,
+	}
+	f.Fuzz(func(t *testing.T, body []byte, cut uint16) {
+		c, ok := ClassifySOAPFault(nil, body)
+		if !ok && c != (Classification{}) {
+			t.Fatalf("not ok, but %+v", c)
+		}
+		if retryable, known := verdicts[c.Reason]; ok && (!known || retryable != c.Retryable) {
+			t.Fatalf("verdict %+v is not a documented one", c)
+		}
+		if int(cut) > len(body) {
+			return
+		}
+		if pc, pok := ClassifySOAPFault(nil, body[:cut]); pok && (!ok || pc != c) {
+			t.Fatalf("the first %d bytes give %+v, all %d give %+v, %v", cut, pc, len(body), c, ok)
+		}
+	})
+}
