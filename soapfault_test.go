@@ -410,3 +410,37 @@ func FuzzClassifySOAPFault(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkClassifySOAPFault is what the classifier costs per response: a
+// typical fault; 64 KiB bodies that are not one, which it gives up on at
+// their first byte, their root or the Body's first child; and the worst
+// case, a fault after a Header of 64 KiB of elements, every one of which
+// must be parsed.
+func BenchmarkClassifySOAPFault(b *testing.B) {
+	bodies := []struct {
+		name  string
+		body  string
+		fault bool
+	}{
+		{"fault-1.1-1KB", strings.Replace(grantsGovClientFault, "</ns2:ErrorDetails>", strings.Repeat(
+			"   <ns2:Message>cvc-complex-type.2.4.b: The content of element 'SF424' is not complete.</ns2:Message>\n", 4)+
+			"</ns2:ErrorDetails>", 1), true},
+		{"json-64KiB", `{"items":[` + strings.Repeat(`"grant",`, (MaxClassifyPeek-12)/8) + `"x"]}`, false},
+		{"html-64KiB", `<!DOCTYPE html><html><body>` + strings.Repeat("<p>maintenance</p>", (MaxClassifyPeek-50)/18) + `</body></html>`, false},
+		{"response-64KiB", env11(`<m:r xmlns:m="urn:m">` + strings.Repeat("<m:item>grant</m:item>", (MaxClassifyPeek-200)/22) + `</m:r>`), false},
+		{"header-64KiB-then-fault", `<soap:Envelope ` + soapNS + `><soap:Header><m:h xmlns:m="urn:m">` + strings.Repeat("<m:item>grant</m:item>", (MaxClassifyPeek-400)/22) +
+			`</m:h></soap:Header><soap:Body><soap:Fault><faultcode>soap:Client</faultcode></soap:Fault></soap:Body></soap:Envelope>`, true},
+	}
+	for _, bb := range bodies {
+		body := []byte(bb.body)
+		b.Run(bb.name, func(b *testing.B) {
+			if _, ok := ClassifySOAPFault(nil, body); ok != bb.fault || len(body) > MaxClassifyPeek {
+				b.Fatalf("%d bytes, a fault: %v; want %v", len(body), ok, bb.fault)
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				ClassifySOAPFault(nil, body)
+			}
+		})
+	}
+}
