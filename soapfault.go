@@ -169,9 +169,9 @@ func (s *soapScan) start(t xml.StartElement) (c Classification, ok, done bool) {
 	case s.depth == 1:
 		return Classification{}, false, true // the root is not an Envelope
 	case s.depth == 3 && s.matched == 2:
-		// The Body's first child is not a Fault: SOAP 1.2 and the WS-I
-		// Basic Profile for SOAP 1.1 have a fault the Body's only child,
-		// so this is a response, and need not be read to its end.
+		// The Body's first child is not a Fault. SOAP 1.2, and the WS-I
+		// Basic Profile for SOAP 1.1, make a Fault the Body's only child,
+		// so this is not a fault, and need not be read to its end.
 		return Classification{}, false, true
 	}
 	return Classification{}, false, false
