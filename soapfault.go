@@ -75,8 +75,9 @@ const (
 // Hostile XML costs no more than its length: a DOCTYPE is skipped, never
 // interpreted; no entity beyond XML's five predefined ones is ever
 // expanded, and a reference to one makes the document malformed there (a
-// billion-laughs document is not ok); nothing external is ever fetched.
-// ClassifySOAPFault is a pure function, safe for concurrent use.
+// billion-laughs entity used before or as the code leaves it not ok, one
+// declared and never used changes nothing); nothing external is ever
+// fetched. ClassifySOAPFault is a pure function, safe for concurrent use.
 func ClassifySOAPFault(resp *http.Response, body []byte) (Classification, bool) {
 	if len(body) > MaxClassifyPeek {
 		body = body[:MaxClassifyPeek]
