@@ -25,10 +25,11 @@ const (
 	MaxRetries = 3
 	// Deadline bounds one submission, waits included.
 	Deadline = 2 * time.Minute
-	// BreakerThreshold is how many consecutive transient failures of one
-	// funder stop the pipeline from calling it for BreakerCooldown.
+	// BreakerThreshold is how many failed submissions in a row stop the
+	// pipeline from calling a funder (a submission's retries count once).
 	BreakerThreshold = 5
-	// BreakerCooldown is how long the funder is left alone after that.
+	// BreakerCooldown is the longest the funder is then left alone between
+	// two probes: the first comes after grantretry.DefaultBreakerProbe.
 	BreakerCooldown = 2 * time.Minute
 )
 

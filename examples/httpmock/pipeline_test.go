@@ -162,18 +162,18 @@ func TestBreakerStopsCallingAFailingFunder(t *testing.T) {
 	h := newHarness(t)
 	h.mock.RegisterResponder(http.MethodPost, endpoint, httpmock.NewStringResponder(503, "down"))
 
-	var opened int // calls to the funder when the breaker opened
+	var opened, submissions int // calls to the funder, and submissions, when the breaker opened
 	for i := 0; i < 10 && opened == 0; i++ {
 		r := h.submit(t)
 		if r.Action != RetryLater {
 			t.Fatalf("submission %d: %s, want retry_later", i+1, r.Action)
 		}
 		if r.Outcome.Disposition == grantretry.CircuitOpen {
-			opened = h.mock.GetTotalCallCount()
+			opened, submissions = h.mock.GetTotalCallCount(), i+1
 		}
 	}
-	if opened != BreakerThreshold {
-		t.Fatalf("the breaker opened after %d calls to the funder, want %d", opened, BreakerThreshold)
+	if submissions != BreakerThreshold {
+		t.Fatalf("the breaker opened on submission %d, want %d: each failed submission counts once", submissions, BreakerThreshold)
 	}
 	for i := 0; i < 3; i++ {
 		r := h.submit(t)
