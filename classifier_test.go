@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +219,69 @@ func TestWithClassifierNilIsInvalid(t *testing.T) {
 	_, err := tr.RoundTrip(newGet(t))
 	if !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("RoundTrip = %v, want ErrInvalidOption", err)
+	}
+}
+
+// Issue 11's SOAP target, over a real loopback connection: a validation
+// fault (soap:Client in a 500) through ClassifySOAPFault is one attempt,
+// failed_terminal, with the breaker closed and the next good submission
+// sent at once; a soap:Server fault is retried as transient.
+func TestSOAPFaultsThroughTheTransport(t *testing.T) {
+	var mu sync.Mutex
+	var answers []string // what the funder answers next, "" for a receipt
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		next := ""
+		if len(answers) > 0 {
+			next, answers = answers[0], answers[1:]
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+		if next == "" {
+			io.WriteString(w, "<receipt>GRANT00012345</receipt>")
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, next)
+	}))
+	defer srv.Close()
+	clock := newFakeClock()
+	tr := New(nil, WithClock(clock), WithClassifier(ClassifySOAPFault), WithBreaker(1, time.Hour))
+	defer tr.CloseIdleConnections()
+	submit := func() Outcome {
+		t.Helper()
+		ctx := WithSubmissionID(context.Background(), "GRANT-42")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/grantsws-applicant/services/v2/ApplicantWebServicesSoapPort", strings.NewReader("<submit/>"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || len(body) == 0 {
+			t.Fatalf("body %q, %v", body, err)
+		}
+		return mustOutcome(t, resp)
+	}
+
+	mu.Lock()
+	answers = []string{grantsGovClientFault}
+	mu.Unlock()
+	if o := submit(); o.Attempts != 1 || o.Disposition != FailedTerminal || o.Reason != "terminal:500;soap:Client" {
+		t.Errorf("validation fault: %s after %d attempts, %q; want failed_terminal after 1, terminal:500;soap:Client", o.Disposition, o.Attempts, o.Reason)
+	}
+	// WithBreaker(1, ...): one transient failure would have opened it.
+	if o := submit(); o.Disposition != Succeeded || o.Attempts != 1 || len(clock.waits()) != 0 {
+		t.Errorf("the next good submission: %s after %d attempts, waits %v; want sent at once", o.Disposition, o.Attempts, clock.waits())
+	}
+
+	tr = New(nil, WithClock(clock), WithClassifier(ClassifySOAPFault))
+	defer tr.CloseIdleConnections()
+	mu.Lock()
+	answers = []string{grantsGovServerFault, grantsGovServerFault}
+	mu.Unlock()
+	if o := submit(); o.Attempts != 3 || o.Disposition != Succeeded {
+		t.Errorf("server faults: %s after %d attempts, want succeeded after 3 (two retried)", o.Disposition, o.Attempts)
 	}
 }
