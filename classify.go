@@ -29,6 +29,10 @@ import (
 // (transient) and canceled, deadline, tls_cert, tls, dns_not_found,
 // malformed_url, invalid_request, no_response (terminal; the last is an
 // inner transport that returned neither a response nor an error).
+//
+// A ClassifyFunc's verdict on a status (WithClassifier) is reported as
+// transient:<code> or terminal:<code>, followed by ";" and its own reason
+// when it gives one: "terminal:500;soap:Client".
 type Classification struct {
 	Retryable bool
 	Reason    string
