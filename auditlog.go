@@ -17,6 +17,7 @@ const (
 	MsgAttempt     = "grantretry.attempt"     // one per attempt, at INFO
 	MsgDisposition = "grantretry.disposition" // one per call: INFO if succeeded, WARN otherwise
 	MsgBreaker     = "grantretry.breaker"     // one per breaker state change, at WARN
+	MsgReconcile   = "grantretry.reconcile"   // one per question to the reconciler: INFO, or WARN when it could not tell
 )
 
 // Audit field names. They are stable: an audit trail written today must be
@@ -48,6 +49,9 @@ const (
 	FieldBreakerTo      = "to"
 	FieldDeadLetterID   = "dead_letter_id" // on disposition lines: the Letter kept for the call, "" if none
 	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept, "" if it was or none was due
+	FieldReconciles     = "reconciles"     // on disposition lines: questions asked of the reconciler
+	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
+	FieldVerdict        = "verdict"        // on reconcile lines: ReconcileApplied, ReconcileNotApplied or ReconcileUnknown
 )
 
 // AuditSink is where a Transport's audit records go besides its logger
@@ -247,7 +251,7 @@ func (c *call) logDisposition(cause error) {
 		recErr = capText(rd.scrub(c.out.RecordErr, c.req))
 	}
 	sum, size, whyNot := c.p.sum, c.p.size, c.p.whyNotRe
-	err := c.t.audit(level, MsgDisposition, append(c.callFields(12),
+	err := c.t.audit(level, MsgDisposition, append(c.callFields(14),
 		zap.String(FieldDisposition, string(c.out.Disposition)),
 		zap.Int(FieldAttempts, c.out.Attempts),
 		zap.String(FieldStopReason, c.out.StopReason),
@@ -260,6 +264,8 @@ func (c *call) logDisposition(cause error) {
 		zap.Duration(FieldElapsed, c.out.Elapsed),
 		zap.String(FieldDeadLetterID, c.out.DeadLetterID),
 		zap.String(FieldRecordError, recErr),
+		zap.Int(FieldReconciles, c.out.Reconciles),
+		zap.Bool(FieldAmbiguous, c.out.Ambiguous),
 	))
 	if err == nil && c.t.cfg.trail != nil {
 		// The caller learns the disposition only once it is on disk.

@@ -31,6 +31,8 @@ const (
 	StopInvalidRequest  = "invalid_request"             // the request was refused before any attempt
 	StopBodyReadFailure = "body_read_failed"            // the request body failed while it was buffered
 	StopAuditTrail      = "audit_trail_failed"          // the audit trail could not record the call, so it was not sent
+	StopReconciled      = "reconciled"                  // the reconciler said the funder has the submission
+	StopUnreconciled    = "reconcile_unanswered"        // the last attempt was ambiguous, and the reconciler never told whether the funder has it
 )
 
 // callBudget is the retry budget of one logical call. It belongs to one

@@ -25,7 +25,9 @@ import (
 //	                     more likely a contract change than a blip
 //	transport:<kind>     the transport failed before a response was obtained
 //
-// The transport kinds are timeout, reset, refused, eof, dns, network
+// The transport kinds are timeout, reset, refused, eof, dns,
+// lost_after_write (a kept-alive connection failed after the request was
+// written, and the inner transport's own resend was stopped), network
 // (transient) and canceled, deadline, tls_cert, tls, dns_not_found,
 // malformed_url, invalid_request, no_response (terminal; the last is an
 // inner transport that returned neither a response nor an error).
@@ -142,6 +144,9 @@ func classifyError(err error) Classification {
 	}
 	if errors.Is(err, errNoResponse) {
 		return terminal("no_response")
+	}
+	if errors.Is(err, errResendStopped) {
+		return transient("lost_after_write")
 	}
 	if errors.Is(err, context.Canceled) {
 		return terminal("canceled")

@@ -59,7 +59,12 @@ type Letter struct {
 	CorrelationID  string `json:"correlation_id"`
 	SubmissionID   string `json:"submission_id,omitempty"`
 
-	Attempts   int    `json:"attempts"`
+	Attempts int `json:"attempts"`
+	// Ambiguous says the last attempt may have been applied by the funder
+	// without its answer saying so: a funder that ignores Idempotency-Key
+	// must be asked whether it has the submission before the letter is
+	// sent again (see WithReconciler and deadletter.Redeliver).
+	Ambiguous  bool   `json:"ambiguous,omitempty"`
 	LastStatus int    `json:"last_status"`          // 0 if no attempt obtained a response
 	LastError  string `json:"last_error,omitempty"` // redacted, like the audit trail's
 	// FirstAttempt and LastAttempt are when the first and the last attempt
@@ -122,6 +127,7 @@ func (c *call) letter(lastErr error) *Letter {
 		CorrelationID:  c.out.CorrelationID,
 		SubmissionID:   c.out.SubmissionID,
 		Attempts:       c.out.Attempts,
+		Ambiguous:      c.out.Ambiguous,
 		LastStatus:     c.out.Status,
 		FirstAttempt:   c.firstSent,
 		LastAttempt:    c.lastSent,

@@ -231,26 +231,28 @@ func TestEmptyMethodIsRetriedLikeGet(t *testing.T) {
 	}
 }
 
-// The request sent carries GetBody (net/http replays it on a stale pooled
-// connection) and the caller's own ContentLength: a buffered body of
-// unknown length stays unknown, so it is framed as the caller's request
-// would be (issue 9: chunked, with its trailers).
-func TestSentRequestIsReplayableWithCallersLength(t *testing.T) {
+// The request sent carries no GetBody, so net/http cannot send it again on
+// its own after writing it (issue 12), and the caller's own ContentLength:
+// a buffered body of unknown length stays unknown, so it is framed as the
+// caller's request would be (issue 9: chunked, with its trailers). Every
+// attempt still carries the whole body.
+func TestSentRequestCarriesNoGetBodyAndCallersLength(t *testing.T) {
 	for _, withGetBody := range []bool{true, false} {
-		var replay string
-		var length int64
+		var bodies []string
+		var lengths []int64
+		var getBodies int
 		inner := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			io.Copy(io.Discard, r.Body)
+			b, _ := io.ReadAll(r.Body)
 			r.Body.Close()
-			length, replay = r.ContentLength, "<no GetBody>"
+			bodies, lengths = append(bodies, string(b)), append(lengths, r.ContentLength)
 			if r.GetBody != nil {
-				if rc, err := r.GetBody(); err == nil {
-					b, _ := io.ReadAll(rc)
-					rc.Close()
-					replay = string(b)
-				}
+				getBodies++
 			}
-			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+			status := 503
+			if len(bodies) == 2 {
+				status = 200
+			}
+			return &http.Response{StatusCode: status, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
 		})
 		tr := New(inner, WithClock(newFakeClock()))
 		req, _ := newPost(t, context.Background(), "payload", withGetBody)
@@ -264,8 +266,16 @@ func TestSentRequestIsReplayableWithCallersLength(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if replay != "payload" || length != wantLength {
-			t.Errorf("GetBody %v: sent GetBody gives %q, ContentLength %d; want the payload, %d", withGetBody, replay, length, wantLength)
+		if getBodies != 0 {
+			t.Errorf("GetBody %v: %d attempts carried a GetBody, want none", withGetBody, getBodies)
+		}
+		for i := range bodies {
+			if bodies[i] != "payload" || lengths[i] != wantLength {
+				t.Errorf("GetBody %v, attempt %d: body %q, ContentLength %d; want the payload, %d", withGetBody, i+1, bodies[i], lengths[i], wantLength)
+			}
+		}
+		if len(bodies) != 2 {
+			t.Errorf("GetBody %v: %d attempts, want 2", withGetBody, len(bodies))
 		}
 	}
 }

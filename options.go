@@ -62,6 +62,7 @@ type config struct {
 	letters        DeadLetterSink
 	classifier     ClassifyFunc // nil: the status sets alone
 	rules          []hostRule   // ForHost's, in the order given
+	reconciler     ReconcileFunc
 	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
 	errs           []error

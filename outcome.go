@@ -47,6 +47,12 @@ type Outcome struct {
 	// Status is the last attempt's status code, 0 if it obtained none.
 	Status  int
 	Elapsed time.Duration // from the first attempt to the disposition
+	// Reconciles counts the questions asked of the reconciler (see
+	// WithReconciler) before a resend; Ambiguous says the last attempt may
+	// have been applied by the funder without its answer saying so (see
+	// WithReconciler for which attempts are).
+	Reconciles int
+	Ambiguous  bool
 	// DeadLetterID is the ID of the Letter kept for this call (see
 	// WithDeadLetter), "" if none was kept.
 	DeadLetterID string

@@ -138,6 +138,8 @@ type call struct {
 	// http.Client still closes it to enforce Client.Timeout.
 	reqCancel <-chan struct{}
 
+	lastErr error // the last attempt's transport error, nil if it got a response
+
 	// When the first and the last attempt were sent, on the Clock: read
 	// only for a dead letter.
 	firstSent, lastSent time.Time
@@ -229,22 +231,20 @@ func (c *call) prepare() error {
 
 // buildBase makes the request every attempt is copied from: a shallow copy
 // of the caller's with its own headers, the URL and the rest shared and
-// never written, and a GetBody that replays the body.
+// never written. ContentLength stays the caller's: a body of unknown length
+// goes out chunked, with its trailers, as the caller built it.
+//
+// It carries no GetBody. With one, net/http's Transport sends a request
+// again on its own when a kept-alive connection fails after the request
+// was written: a second copy on the wire that no attempt counts, and a
+// duplicate at a funder that ignores Idempotency-Key. Without it, net/http
+// resends only what it never wrote (or a request without a body, which
+// guardsResend watches), and the Transport's own loop decides the rest.
 func (c *call) buildBase() {
-	p := &c.p
 	c.base = c.req.WithContext(c.callCtx)
 	c.base.Header = stampedHeader(c.req.Header, c.out.CorrelationID, c.out.IdempotencyKey)
 	c.base.Body = nil
 	c.base.GetBody = nil
-	switch {
-	case !p.replayable() || p.empty():
-	case p.getBody != nil:
-		c.base.GetBody = p.getBody // lets net/http replay on a stale pooled connection
-	default:
-		// ContentLength stays the caller's: a body of unknown length goes
-		// out chunked, with its trailers, as the caller built it.
-		c.base.GetBody = p.replay
-	}
 }
 
 // Canonical forms of the header names, used as map keys directly so that
@@ -365,6 +365,7 @@ func (c *call) stopContexts(release bool) {
 // decision is what the loop does after one attempt.
 type decision struct {
 	retry      bool
+	reconcile  bool // ask the reconciler before the retry
 	wait       time.Duration
 	waitSource string
 	stop       string      // why not, when !retry
@@ -407,6 +408,15 @@ func (c *call) loop() (*http.Response, error) {
 		c.budget.spend()
 		if werr := c.wait(d.wait); werr != nil {
 			return nil, c.finishErr(c.interrupted(werr))
+		}
+		if d.reconcile {
+			resp, err := c.settle()
+			switch {
+			case err != nil:
+				return nil, c.finishErr(err)
+			case resp != nil:
+				return c.finishReconciled(resp)
+			}
 		}
 	}
 }
@@ -507,6 +517,9 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	if a.resp != nil {
 		c.out.Status = a.resp.StatusCode
 	}
+	c.lastErr = a.err
+	c.out.Ambiguous = ambiguous(a.resp, a.err, v)
+	d.reconcile = d.retry && c.out.Ambiguous && c.pol.reconciler != nil && c.out.IdempotencyKey != ""
 	if logging {
 		c.logAttempt(attemptRecord{
 			n: c.out.Attempts, status: c.out.Status, err: a.err, verdict: v,
@@ -541,6 +554,7 @@ type sentAttempt struct {
 func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	ctx := c.callCtx
 	a.stop = func(bool) {}
+	var guard *resendGuard
 	if d := c.pol.attemptTimeout; d > 0 {
 		actx, cancel := context.WithCancelCause(ctx)
 		timer := time.AfterFunc(d, func() { c.expire(cancel, errAttemptTimeout, true) })
@@ -551,6 +565,9 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 				cancel(nil)
 			}
 		}
+		if c.guardsResend() {
+			ctx, guard = withResendGuard(ctx, cancel)
+		}
 		defer func() {
 			// The attempt's own error says "context canceled"; say why,
 			// so it is classified as the transient timeout it is.
@@ -558,6 +575,15 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 				a.err = &attemptTimeoutError{d: d, err: a.err}
 			}
 		}()
+	}
+	if guard == nil && c.guardsResend() {
+		actx, cancel := context.WithCancelCause(ctx)
+		ctx, guard = withResendGuard(actx, cancel)
+		a.stop = func(release bool) {
+			if release {
+				cancel(nil)
+			}
+		}
 	}
 	// The first attempt may use the clone itself; later ones get a shallow
 	// copy, since the inner transport may still hold the previous request.
@@ -574,6 +600,12 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	}
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
+	}
+	if guard != nil && guard.stoppedResend() {
+		if a.resp != nil {
+			closeResp(a.resp)
+		}
+		a.resp, a.err = nil, fmt.Errorf("%w (%v)", errResendStopped, a.err)
 	}
 	if a.resp != nil && a.resp.StatusCode >= 400 && c.pol.classifier != nil {
 		// Before the hold: reading the body is still the attempt's, and
