@@ -17,7 +17,18 @@ import (
 // letter's method, URL, headers and body, with its Idempotency-Key and
 // X-Correlation-ID, so a funder that honours the key and has already
 // applied the call answers with its first result instead of applying it
-// twice. A funder that ignores the key applies it again.
+// twice. A funder that ignores the key applies it again, unless it is
+// asked first.
+//
+// reconcile asks it first, by the Transport's own rule (see
+// grantretry.WithReconciler): when the letter's last attempt was ambiguous
+// (l.Ambiguous) and it carries an Idempotency-Key, Redeliver asks
+// reconcile before it sends anything. If the funder has the submission,
+// nothing is sent and reconcile's response is returned (Reconciled reports
+// it); if it does not, the letter is sent; if reconcile cannot tell,
+// nothing is sent and the error matches ErrNotReconciled: ask again later.
+// A nil reconcile sends the letter as it is, which is right for a funder
+// that honours the key.
 //
 // The letter carries no credentials: client supplies its own, typically
 // through its Transport. client may be a plain *http.Client or one whose
@@ -27,7 +38,7 @@ import (
 // would send without the caller's credentials, timeouts or policy.
 // Letters that cannot be sent safely are refused, sending nothing, with an
 // error matching ErrBadLetter; see NewRedeliveryRequest.
-func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter) (*http.Response, error) {
+func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
 	req, err := NewRedeliveryRequest(ctx, l)
 	if err != nil {
 		return nil, err
@@ -35,7 +46,61 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter) (
 	if client == nil {
 		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
 	}
+	if reconcile != nil && l.Ambiguous && l.IdempotencyKey != "" {
+		resp, err := ask(ctx, reconcile, l)
+		if err != nil || resp != nil {
+			return resp, err
+		}
+	}
 	return client.Do(req)
+}
+
+// ErrNotReconciled matches the error of a redelivery that was not sent
+// because the reconciler could not tell whether the funder already has the
+// letter's submission.
+var ErrNotReconciled = errors.New("grantretry: the funder could not be asked whether it has the submission, so it was not sent")
+
+// reconciledKey marks the request of a response that a reconciler gave.
+type reconciledKey struct{}
+
+// Reconciled reports whether resp, returned by Redeliver, is the
+// reconciler's answer that the funder already has the submission: nothing
+// was sent.
+func Reconciled(resp *http.Response) bool {
+	return resp != nil && resp.Request != nil && resp.Request.Context().Value(reconciledKey{}) != nil
+}
+
+// ask asks reconcile about l's last attempt: the funder's response if it
+// has the submission, nil if it does not.
+func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.Letter) (*http.Response, error) {
+	req, err := NewRedeliveryRequest(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	if l.LastError != "" {
+		lastErr = errors.New(l.LastError)
+	}
+	resp, err := reconcile(ctx, grantretry.ReconcileQuery{
+		Request:        req,
+		SubmissionID:   l.SubmissionID,
+		IdempotencyKey: l.IdempotencyKey,
+		CorrelationID:  l.CorrelationID,
+		Attempt:        l.Attempts,
+		Status:         l.LastStatus,
+		Err:            lastErr,
+	})
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, fmt.Errorf("letter %s: %w: %w", l.ID, ErrNotReconciled, err)
+	case resp == nil:
+		return nil, nil
+	}
+	resp.Request = req.WithContext(context.WithValue(req.Context(), reconciledKey{}, true))
+	return resp, nil
 }
 
 // NewRedeliveryRequest returns the request Redeliver sends for l: its

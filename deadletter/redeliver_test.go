@@ -158,7 +158,7 @@ func TestRedeliverOfAnAppliedLetterHasNoDuplicateEffect(t *testing.T) {
 			f := newLedgerFunder(t)
 			l := ledgerLetter(f.URL)
 			first := applyDirectly(t, l)
-			resp, err := deadletter.Redeliver(context.Background(), client, l)
+			resp, err := deadletter.Redeliver(context.Background(), client, l, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestRedeliverAppliesANeverAppliedLetterOnce(t *testing.T) {
 	for name, client := range redeliveryClients(t) {
 		t.Run(name, func(t *testing.T) {
 			f := newLedgerFunder(t)
-			resp, err := deadletter.Redeliver(context.Background(), client, ledgerLetter(f.URL))
+			resp, err := deadletter.Redeliver(context.Background(), client, ledgerLetter(f.URL), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +201,7 @@ func TestRedeliverSendsTheLetterAsWritten(t *testing.T) {
 	l.Header["idempotency-key"] = []string{"stale"} // a stray spelling must not be sent
 	before := *l
 	before.Header = l.Header.Clone()
-	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["grantretry transport"], l)
+	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["grantretry transport"], l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestRedeliverSendsAnIdempotentMethodWithoutKey(t *testing.T) {
 	f := newLedgerFunder(t)
 	l := ledgerLetter(f.URL)
 	l.Method, l.IdempotencyKey = http.MethodPut, ""
-	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], l)
+	resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestRedeliverRefusesUnsafeLetters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newLedgerFunder(t)
-			resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], tc.edit(ledgerLetter(f.URL)))
+			resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], tc.edit(ledgerLetter(f.URL)), nil)
 			if resp != nil {
 				resp.Body.Close()
 			}
@@ -316,11 +316,11 @@ func TestRedeliverRefusesUnsafeLetters(t *testing.T) {
 func TestRedeliverRefusesNilClientAndContext(t *testing.T) {
 	f := newLedgerFunder(t)
 	l := ledgerLetter(f.URL)
-	if _, err := deadletter.Redeliver(context.Background(), nil, l); !errors.Is(err, grantretry.ErrInvalidRequest) {
+	if _, err := deadletter.Redeliver(context.Background(), nil, l, nil); !errors.Is(err, grantretry.ErrInvalidRequest) {
 		t.Errorf("nil client: %v, want ErrInvalidRequest", err)
 	}
 	var nilCtx context.Context
-	if _, err := deadletter.Redeliver(nilCtx, redeliveryClients(t)["plain client"], l); !errors.Is(err, grantretry.ErrInvalidRequest) {
+	if _, err := deadletter.Redeliver(nilCtx, redeliveryClients(t)["plain client"], l, nil); !errors.Is(err, grantretry.ErrInvalidRequest) {
 		t.Errorf("nil context: %v, want ErrInvalidRequest", err)
 	}
 	if _, keys := f.counts(); len(keys) != 0 {
@@ -367,7 +367,7 @@ func ExampleRedeliver() {
 	}
 	for range 2 {
 		for _, l := range pending {
-			resp, err := deadletter.Redeliver(context.Background(), http.DefaultClient, l)
+			resp, err := deadletter.Redeliver(context.Background(), http.DefaultClient, l, nil)
 			if err != nil {
 				panic(err)
 			}
@@ -446,7 +446,7 @@ func TestDeadLetterDirThenRedeliverEndToEnd(t *testing.T) {
 	losing = false
 	down.Unlock()
 	for name, rc := range redeliveryClients(t) {
-		resp, err := deadletter.Redeliver(context.Background(), rc, l)
+		resp, err := deadletter.Redeliver(context.Background(), rc, l, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -528,3 +528,68 @@ func TestRedeliveryRulesAgreeWithTheTransport(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A letter whose last attempt was ambiguous is asked about before it is
+// sent again, by the Transport's own rule: the funder has it (nothing is
+// sent), has it not (sent once), or cannot tell (nothing is sent, and the
+// error says so). A letter that was not ambiguous is never asked about.
+func TestRedeliverAsksBeforeSendingAnAmbiguousLetter(t *testing.T) {
+	cannot := errors.New("GetApplicationList: 503")
+	for _, tc := range []struct {
+		name       string
+		ambiguous  bool
+		has        bool
+		err        error
+		wantAsked  bool
+		wantSent   int
+		wantErr    error
+		reconciled bool
+	}{
+		{"ambiguous, the funder has it", true, true, nil, true, 0, nil, true},
+		{"ambiguous, the funder has it not", true, false, nil, true, 1, nil, false},
+		{"ambiguous, cannot tell", true, false, cannot, true, 0, deadletter.ErrNotReconciled, false},
+		{"not ambiguous", false, true, nil, false, 1, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLedgerFunder(t)
+			l := ledgerLetter(f.URL)
+			l.Ambiguous = tc.ambiguous
+			var asked []grantretry.ReconcileQuery
+			reconcile := func(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+				asked = append(asked, q)
+				if tc.err != nil {
+					return nil, tc.err
+				}
+				if tc.has {
+					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("GRANT00012345"))}, nil
+				}
+				return nil, nil
+			}
+			resp, err := deadletter.Redeliver(context.Background(), redeliveryClients(t)["plain client"], l, reconcile)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("Redeliver: %v, want %v", err, tc.wantErr)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if (len(asked) > 0) != tc.wantAsked {
+				t.Errorf("asked %d times, want asked %v", len(asked), tc.wantAsked)
+			}
+			if len(asked) > 0 {
+				q := asked[0]
+				if q.SubmissionID != l.SubmissionID || q.IdempotencyKey != l.IdempotencyKey || q.Attempt != l.Attempts || q.Status != 503 {
+					t.Errorf("query %+v does not describe the letter's last attempt", q)
+				}
+				if b, _ := io.ReadAll(q.Request.Body); !bytes.Equal(b, l.Body) {
+					t.Errorf("query's request body %q", b)
+				}
+			}
+			if effects, _ := f.counts(); effects != tc.wantSent {
+				t.Errorf("the funder applied %d, want %d", effects, tc.wantSent)
+			}
+			if deadletter.Reconciled(resp) != tc.reconciled {
+				t.Errorf("Reconciled(resp) = %v, want %v", deadletter.Reconciled(resp), tc.reconciled)
+			}
+		})
+	}
+}

@@ -267,7 +267,12 @@ type traceCalls struct {
 
 func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 	return func(r trail.Record) error {
-		if (r.Msg != grantretry.MsgAttempt && r.Msg != grantretry.MsgDisposition) || fieldText(r.Fields[field]) != value {
+		switch r.Msg {
+		case grantretry.MsgAttempt, grantretry.MsgReconcile, grantretry.MsgDisposition:
+		default:
+			return nil
+		}
+		if fieldText(r.Fields[field]) != value {
 			return nil
 		}
 		id := fieldText(r.Fields[grantretry.FieldCorrelationID])
@@ -277,10 +282,10 @@ func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 			c.byID[id] = tc
 			c.order = append(c.order, tc)
 		}
-		if r.Msg == grantretry.MsgAttempt {
-			tc.attempts = append(tc.attempts, r)
-		} else {
+		if r.Msg == grantretry.MsgDisposition {
 			tc.disposition = &r
+		} else {
+			tc.attempts = append(tc.attempts, r)
 		}
 		return nil
 	}
@@ -311,6 +316,13 @@ func (tc *tracedCall) write(w io.Writer) {
 	fmt.Fprintln(tw, "  TIME\tATTEMPT\tSTATUS\tREASON\tRETRYABLE\tWAIT\tWAIT SOURCE\tLATENCY\tERROR")
 	for _, a := range tc.attempts {
 		af := a.Fields
+		if a.Msg == grantretry.MsgReconcile {
+			// A question to the reconciler about the attempt before it.
+			fmt.Fprintf(tw, "  %s	asked	%s	reconcile:%s	-	-	-	%s	%s\n", a.Time.Format(traceTime),
+				fieldText(af[grantretry.FieldStatus]), fieldText(af[grantretry.FieldVerdict]),
+				fieldText(af[grantretry.FieldLatency]), dashIfEmpty(fieldText(af[grantretry.FieldError])))
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Time.Format(traceTime),
 			fieldText(af[grantretry.FieldAttempt]), fieldText(af[grantretry.FieldStatus]), fieldText(af[grantretry.FieldReason]),
 			fieldText(af[grantretry.FieldRetryable]), fieldText(af[grantretry.FieldWait]), dashIfEmpty(fieldText(af[grantretry.FieldWaitSource])),
@@ -348,6 +360,12 @@ func (tc *tracedCall) writeDisposition(w io.Writer) {
 	fmt.Fprintf(tw, "  disposition\t%s at %s\n", fieldText(f[grantretry.FieldDisposition]), d.Time.Format(traceTime))
 	fmt.Fprintf(tw, "  stop reason\t%s\n", fieldText(f[grantretry.FieldStopReason]))
 	fmt.Fprintf(tw, "  attempts\t%s\n", fieldText(f[grantretry.FieldAttempts]))
+	if n := fieldText(f[grantretry.FieldReconciles]); n != "" && n != "0" {
+		fmt.Fprintf(tw, "  reconciles\t%s\n", n)
+	}
+	if fieldText(f[grantretry.FieldAmbiguous]) == "true" {
+		fmt.Fprintf(tw, "  ambiguous\tthe last attempt may have been applied\n")
+	}
 	fmt.Fprintf(tw, "  elapsed\t%s\n", fieldText(f[grantretry.FieldElapsed]))
 	fmt.Fprintf(tw, "  last status\t%s (%s)\n", fieldText(f[grantretry.FieldStatus]), fieldText(f[grantretry.FieldReason]))
 	for _, k := range []string{grantretry.FieldError, grantretry.FieldDeadLetterID, grantretry.FieldRecordError} {

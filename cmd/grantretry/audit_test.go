@@ -371,3 +371,28 @@ func TestAuditTraceSplitsCallsAtTheirDisposition(t *testing.T) {
 		t.Errorf("second call should be the success, 1 attempt:\n%s", second)
 	}
 }
+
+// A question to the reconciler is in the trail and in the trace, between
+// the ambiguous attempt and the disposition it decided.
+func TestAuditTraceShowsReconcile(t *testing.T) {
+	reconcile := func(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("GRANT00012345"))}, nil
+	}
+	path, funder, client := newTrailClient(t, grantretry.WithReconciler(reconcile), grantretry.WithoutBreaker())
+	funder.answers["corr-q"] = []int{502}
+	makeCall(t, client, "corr-q", "GRANT-2026-0011")
+
+	out, err := runAuditArgs("trace", path, "--correlation", "corr-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"transient:502", "asked 200 reconcile:applied", "disposition succeeded", "stop reason reconciled", "attempts 1", "reconciles 1"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("trace lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := runAuditArgs("verify", path); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+}

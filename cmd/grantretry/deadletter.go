@@ -66,6 +66,14 @@ Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
 A letter answered 1xx-3xx is moved to DIR/redelivered with a record of the
 answer; any other is left in place and reported, and the command fails.
+
+A letter whose last attempt was ambiguous (it may have been applied, and no
+answer said it was not: "ambiguous" in deadletter show) is not sent: for a
+funder that ignores Idempotency-Key, sending it could apply it twice, and
+this command cannot ask the funder. Redeliver such letters from the
+pipeline, with deadletter.Redeliver and the pipeline's reconciler, which
+asks the funder first; or, for a funder that honours the key, pass
+-trust-key.
 `
 
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.
@@ -286,6 +294,9 @@ func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 	field("stop reason", dashIfEmpty(l.StopReason))
 	field("reason", dashIfEmpty(l.Reason))
 	field("attempts", l.Attempts)
+	if l.Ambiguous {
+		field("ambiguous", "yes: the last attempt may have been applied; ask the funder before sending it again")
+	}
 	field("first attempt", showTime(l.FirstAttempt))
 	field("last attempt", showTime(l.LastAttempt))
 	field("last status", l.LastStatus)
@@ -368,16 +379,18 @@ func printable(b []byte) bool {
 
 // redeliverFlags are the redeliver subcommand's flags.
 type redeliverFlags struct {
-	all     bool
-	dryRun  bool
-	timeout time.Duration
-	creds   credentials
+	all      bool
+	trustKey bool
+	dryRun   bool
+	timeout  time.Duration
+	creds    credentials
 }
 
 func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	f := &redeliverFlags{}
 	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in DIR")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
+	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
 	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
 	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
@@ -497,9 +510,12 @@ func (r redeliverer) run(letters []*grantretry.Letter, unreadable int) error {
 
 // one redelivers l and, if it was answered 1xx-3xx, marks it redelivered.
 func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
+	if l.Ambiguous && l.IdempotencyKey != "" && !r.f.trustKey {
+		return fmt.Errorf("letter %s not sent: its last attempt may have been applied; ask the funder first (deadletter.Redeliver with a reconciler), or pass -trust-key if it honours Idempotency-Key; it stays in %s", l.ID, r.d.Path())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
 	defer cancel()
-	resp, err := deadletter.Redeliver(ctx, client, l)
+	resp, err := deadletter.Redeliver(ctx, client, l, nil)
 	if err != nil {
 		return err
 	}
@@ -734,6 +750,9 @@ func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
 	fmt.Fprintf(&b, "  body: %d bytes, sha256 %s\n", len(l.Body), hex.EncodeToString(sum[:]))
 	if l.SubmissionID != "" {
 		fmt.Fprintf(&b, "  submission id: %s (in the audit trail; sent in no header)\n", l.SubmissionID)
+	}
+	if l.Ambiguous && l.IdempotencyKey != "" {
+		fmt.Fprintf(&b, "  warning: its last attempt may have been applied: it is sent only with -trust-key\n")
 	}
 	for _, name := range l.Redacted {
 		if _, ok := c.source[http.CanonicalHeaderKey(name)]; !ok {

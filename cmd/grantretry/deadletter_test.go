@@ -639,3 +639,35 @@ func TestDeadLetterRedeliverSendsTheLettersHost(t *testing.T) {
 		t.Errorf("the funder was sent Host %q, want the letter's %q", got, l.Host)
 	}
 }
+
+// A letter whose last attempt was ambiguous is not sent blindly: the
+// command cannot ask the funder, so it refuses unless -trust-key says the
+// funder honours Idempotency-Key.
+func TestDeadLetterRedeliverRefusesAnAmbiguousLetterUnlessTrusted(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-ambiguous", f.URL+"/v1/applications", dlBody)
+	l.Ambiguous = true
+	dir := dlSeed(t, l)
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	auth := []string{"-header", "Authorization: " + dlToken, "-header-env", "X-Api-Key=" + dlKeyEnv}
+
+	stdout, _, err := dlRun("show", dir, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "show", stdout, "ambiguous", "ask the funder")
+	_, stderr, err := dlRun(append([]string{"redeliver", dir, l.ID}, auth...)...)
+	if err == nil {
+		t.Fatal("redeliver sent an ambiguous letter without -trust-key")
+	}
+	wantAll(t, "stderr", stderr, "L-ambiguous not sent", "-trust-key")
+	if requests, _ := f.stats(); requests != 0 {
+		t.Errorf("the funder got %d requests, want none", requests)
+	}
+	if _, stderr, err = dlRun(append([]string{"redeliver", dir, l.ID, "-trust-key"}, auth...)...); err != nil {
+		t.Fatalf("redeliver -trust-key: %v\n%s", err, stderr)
+	}
+	if requests, _ := f.stats(); requests != 1 {
+		t.Errorf("the funder got %d requests, want 1", requests)
+	}
+}

@@ -72,7 +72,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 	var out []redelivery
 	for _, l := range letters {
 		rd := redelivery{letter: l}
-		resp, err := deadletter.Redeliver(ctx, client, l)
+		resp, err := deadletter.Redeliver(ctx, client, l, nil)
 		if err != nil {
 			rd.err = err
 			out = append(out, rd)
