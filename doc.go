@@ -85,9 +85,12 @@
 //
 // # Attempts and net/http
 //
-// Outcome.Attempts counts the attempts this package made. Below it,
-// net/http's Transport may itself resend a request once on a pooled
-// connection that turned out to be closed, when the request is replayable
-// (GetBody) and idempotent, which includes any request with an
-// Idempotency-Key. That resend carries the same key, so it is safe.
+// Outcome.Attempts counts every request on the wire. net/http's Transport
+// resends a replayable request on its own when a pooled connection fails
+// after the request was written; the inner transport is given no GetBody,
+// and a keyed request without a body is watched, so that resend is
+// stopped and the retry is this package's own, counted and logged. One
+// stays: an unkeyed GET, HEAD, OPTIONS or TRACE, which has no effect, may
+// be resent uncounted. docs/exactly-once.md says what this and
+// WithReconciler promise against a funder that ignores Idempotency-Key.
 package grantretry

@@ -196,3 +196,25 @@ func TestNetHTTPResendsAWrittenKeyedRequest(t *testing.T) {
 		inner.CloseIdleConnections()
 	}
 }
+
+// What stays: net/http resends an unkeyed GET it wrote on a kept-alive
+// connection the funder dropped, and the Transport cannot see it, so the
+// funder receives the request once more than Outcome.Attempts says. GET,
+// HEAD, OPTIONS and TRACE are safe methods (RFC 9110): the resend has no
+// effect, but the attempt count undercounts by it (docs/exactly-once.md).
+func TestNetHTTPStillResendsAnUnkeyedGET(t *testing.T) {
+	f := newDroppingFunder(t, dropAfterBody)
+	inner := cleanhttp.DefaultPooledTransport()
+	defer inner.CloseIdleConnections()
+	client := &http.Client{Transport: New(inner, WithClock(newFakeClock()))}
+	warm(t, client, f)
+	resp, err := client.Get(f.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if o := mustOutcome(t, resp); o.Attempts != 1 || f.headsFor("/v1/applications") != 2 {
+		t.Errorf("%d attempts, the funder received the GET %d times; want 1 and 2", o.Attempts, f.headsFor("/v1/applications"))
+	}
+}

@@ -7,6 +7,13 @@
 // submission was recorded twice, and verifies the hash chain of the audit
 // trail it wrote to disk.
 //
+// Three more go to a second funder, a Grants.gov S2S SOAP endpoint that
+// ignores Idempotency-Key and records one of them before hanging up. Its
+// GetApplicationList query is that host's reconciler (ForHost): the
+// pipeline asks it before sending the submission again, learns the
+// application was recorded, and the call succeeds without a resend. Its
+// ledger shows no duplicate either.
+//
 // Everything runs in process against a loopback server and needs no
 // network. Backoffs are kept to milliseconds; the one long wait is the
 // funder's Retry-After of one second.
@@ -22,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"text/tabwriter"
@@ -62,15 +70,19 @@ func run(w io.Writer, dir string, extra ...grantretry.Option) error {
 		return err
 	}
 	fmt.Fprintln(w, "\n== what the pipeline saw ==")
-	printSummary(w, out.results)
+	printSummary(w, slices.Concat(out.results, out.s2sResults))
 	fmt.Fprintln(w, "\n== dead letters, redelivered once the outage is over ==")
 	printRedeliveries(w, out.redelivered)
 	fmt.Fprintln(w, "\n== what the funder recorded ==")
 	if err := out.funder.report(w); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\n== what Grants.gov S2S recorded (it ignores Idempotency-Key, and answers GetApplicationList) ==")
+	if err := out.s2s.report(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\n== the audit trail ==")
-	if err := recs.verifyTrail(w); err != nil {
+	if err := recs.verifyTrail(w, out.reconciles()); err != nil {
 		return err
 	}
 	recs.printNextSteps(w)
@@ -135,29 +147,51 @@ type simulation struct {
 	results     []result
 	redelivered []redelivery
 	funder      *funder
+	s2sResults  []result // the submissions to the S2S funder
+	s2s         *s2sFunder
 }
 
-// simulate starts a funder, submits every application through grantretry
-// with the audit lines written to w and the trail and dead letters kept in
-// recs, ends the outage and redelivers the dead letters, and returns what
-// the pipeline saw and what the funder recorded.
+// reconciles counts the questions every call asked of a reconciler.
+func (s simulation) reconciles() int {
+	n := 0
+	for _, r := range slices.Concat(s.results, s.s2sResults) {
+		n += r.outcome.Reconciles
+	}
+	for _, rd := range s.redelivered {
+		n += rd.outcome.Reconciles
+	}
+	return n
+}
+
+// simulate starts the two funders, submits every application through
+// grantretry with the audit lines written to w and the trail and dead
+// letters kept in recs, ends the outage and redelivers the dead letters,
+// and returns what the pipeline saw and what the funders recorded.
 func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantretry.Option) (simulation, error) {
 	f := newFunder(script())
 	srv := httptest.NewUnstartedServer(f)
 	// Connection: close on every response, so each attempt is a fresh
-	// connection and every resend is one grantretry made and logged. On a
-	// kept-alive connection net/http would itself resend the dropped
-	// request once (see "Attempts and net/http" in the package doc).
+	// connection. The S2S funder keeps its connections alive: grantretry
+	// counts every request on the wire either way (docs/exactly-once.md).
 	srv.Config.SetKeepAlivesEnabled(false)
 	srv.Start()
 	defer srv.Close()
+	s2s, err := startS2S()
+	if err != nil {
+		return simulation{}, err
+	}
+	defer s2s.close()
+	s2sOpts, err := s2s.options()
+	if err != nil {
+		return simulation{}, err
+	}
 
 	log := auditLogger(w)
 	defer log.Sync()
-	opts := append(append(transportOptions(log), recs.options()...), extra...)
+	opts := slices.Concat(transportOptions(log), s2sOpts, recs.options(), extra)
 	client := &http.Client{Transport: grantretry.New(nil, opts...)}
 
-	sim := simulation{funder: f}
+	sim := simulation{funder: f, s2s: s2s}
 	for _, app := range applications {
 		r, err := submit(ctx, client, srv.URL+"/v1/applications", app)
 		if err != nil {
@@ -165,8 +199,14 @@ func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantret
 		}
 		sim.results = append(sim.results, r)
 	}
+	for _, app := range s2sApplications {
+		r, err := submitS2S(ctx, client, s2s.URL(), app)
+		if err != nil {
+			return sim, err
+		}
+		sim.s2sResults = append(sim.s2sResults, r)
+	}
 	f.endOutage()
-	var err error
 	sim.redelivered, err = recs.redeliverAll(ctx, client)
 	return sim, err
 }
@@ -225,18 +265,21 @@ func submit(ctx context.Context, client *http.Client, url string, app applicatio
 
 func printSummary(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBMISSION\tDISPOSITION\tSTOP REASON\tATTEMPTS\tSTATUS\tRECORD\tIDEMPOTENCY KEY")
+	fmt.Fprintln(tw, "SUBMISSION\tDISPOSITION\tSTOP REASON\tATTEMPTS\tRECONCILES\tSTATUS\tRECORD\tIDEMPOTENCY KEY")
 	for _, r := range results {
 		o := r.outcome
 		record := r.record
-		if r.replayed {
+		switch {
+		case r.replayed:
 			record += " (replayed)"
+		case o.StopReason == grantretry.StopReconciled:
+			record += " (GetApplicationList)"
 		}
 		if record == "" {
 			record = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
-			r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Status, record, o.IdempotencyKey)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
+			r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Status, record, o.IdempotencyKey)
 	}
 	tw.Flush()
 }

@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,12 +186,13 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("audit line without a submission id: %s", sc.Bytes())
 		}
 	}
-	attempts := 0
+	attempts, reconciles := 0, 0
 	for _, rd := range sim.redelivered {
 		attempts += rd.outcome.Attempts
 	}
-	for _, r := range results {
+	for _, r := range slices.Concat(results, sim.s2sResults) {
 		attempts += r.outcome.Attempts
+		reconciles += r.outcome.Reconciles
 		// Bodies are never logged: no title may reach the trail.
 		if bytes.Contains(lines, []byte(r.app.Title)) {
 			t.Errorf("the audit trail contains the body of %s", r.app.ID)
@@ -197,7 +201,10 @@ func TestAuditTrail(t *testing.T) {
 	if msgs[grantretry.MsgAttempt] != attempts {
 		t.Errorf("%d attempt lines, want %d", msgs[grantretry.MsgAttempt], attempts)
 	}
-	if want := len(results) + len(sim.redelivered); msgs[grantretry.MsgDisposition] != want {
+	if msgs[grantretry.MsgReconcile] != reconciles || reconciles != 1 {
+		t.Errorf("%d reconcile lines, %d questions asked; want 1 of each", msgs[grantretry.MsgReconcile], reconciles)
+	}
+	if want := len(results) + len(sim.s2sResults) + len(sim.redelivered); msgs[grantretry.MsgDisposition] != want {
 		t.Errorf("%d disposition lines, want %d", msgs[grantretry.MsgDisposition], want)
 	}
 	if msgs[grantretry.MsgBreaker] != 0 {
@@ -210,6 +217,70 @@ func TestRunSucceeds(t *testing.T) {
 	var out strings.Builder
 	if err := run(&out, t.TempDir(), grantretry.WithClock(instant{})); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^` + s2sDropped + ` +succeeded +reconciled +1 +1 +200 +GRANT\d+ \(GetApplicationList\) `),
+		regexp.MustCompile(`(?m)^== what Grants.gov S2S recorded .*==$`),
+		regexp.MustCompile(`(?m)^funder recorded 5 submissions, 0 duplicates$`),
+		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests .*applications: 3, duplicates: 0$`),
+		regexp.MustCompile(`hash chain verified, .*; reconcile lines 1\n`),
+	} {
+		if !want.MatchString(out.String()) {
+			t.Errorf("output has no line matching %s:\n%s", want, out.String())
+		}
+	}
+}
+
+// The S2S funder ignores Idempotency-Key and recorded s2sDropped before
+// hanging up: the pipeline asked GetApplicationList instead of sending it
+// again, and the call succeeded with the tracking number the funder holds.
+// Every submission is recorded once, and every request the funder received
+// is an attempt an Outcome counts.
+func TestS2SDroppedSubmissionIsReconciledNotResent(t *testing.T) {
+	t.Parallel()
+	sim, _, _ := simulateForTest(t)
+	f := sim.s2s
+	attempts := 0
+	for _, r := range sim.s2sResults {
+		o := r.outcome
+		attempts += o.Attempts
+		recorded := f.TrackingNumbers(r.app.ID)
+		if len(recorded) != 1 || r.record != recorded[0] {
+			t.Errorf("%s: the funder recorded %v, the pipeline got %q; want exactly that one", r.app.ID, recorded, r.record)
+		}
+		wantStop, wantReconciles := grantretry.StopSuccess, 0
+		if r.app.ID == s2sDropped {
+			wantStop, wantReconciles = grantretry.StopReconciled, 1
+		}
+		if o.Disposition != grantretry.Succeeded || o.StopReason != wantStop || o.Attempts != 1 || o.Reconciles != wantReconciles || o.Status != 200 {
+			t.Errorf("%s: %s/%s after %d attempts and %d reconciles, status %d; want succeeded/%s after 1 and %d, status 200",
+				r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Status, wantStop, wantReconciles)
+		}
+	}
+	if f.Received() != attempts || f.Dropped() != 1 || f.Queries() != 1 || f.Duplicates() != 0 {
+		t.Errorf("S2S funder: received %d (attempts %d), dropped %d, queries %d, duplicates %d; want received = attempts, 1, 1, 0",
+			f.Received(), attempts, f.Dropped(), f.Queries(), f.Duplicates())
+	}
+}
+
+func TestS2SReportFailsOnDuplicate(t *testing.T) {
+	s, err := startS2S()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	// The same application twice through a client with no reconciler: a
+	// funder that ignores the key records it twice.
+	client := &http.Client{Transport: grantretry.New(nil)}
+	defer client.CloseIdleConnections()
+	app := s2sApplications[0]
+	for range 2 {
+		if r, err := submitS2S(context.Background(), client, s.URL(), app); err != nil || r.record == "" {
+			t.Fatalf("submit: %+v, %v", r, err)
+		}
+	}
+	if err := s.report(io.Discard); err == nil {
+		t.Fatal("report returned nil with a duplicate recorded")
 	}
 }
 
@@ -260,10 +331,13 @@ func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged := bytes.Count(lines, []byte("\n"))
-	if got := sum.Messages[grantretry.MsgAttempt] + sum.Messages[grantretry.MsgDisposition] + sum.Messages[grantretry.MsgBreaker]; got != logged {
+	if got := sum.Messages[grantretry.MsgAttempt] + sum.Messages[grantretry.MsgDisposition] + sum.Messages[grantretry.MsgBreaker] + sum.Messages[grantretry.MsgReconcile]; got != logged {
 		t.Errorf("trail holds %d audit records, the logger wrote %d lines", got, logged)
 	}
-	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 5 {
-		t.Errorf("trail dispositions %v, want 1 dead_letter and 5 succeeded", sum.Dispositions)
+	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 8 {
+		t.Errorf("trail dispositions %v, want 1 dead_letter and 8 succeeded (5 to the JSON funder, 3 to S2S)", sum.Dispositions)
+	}
+	if sum.Messages[grantretry.MsgReconcile] != 1 {
+		t.Errorf("trail holds %d reconcile records, want 1 (%s)", sum.Messages[grantretry.MsgReconcile], s2sDropped)
 	}
 }

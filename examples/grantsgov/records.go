@@ -114,8 +114,9 @@ func printRedeliveries(w io.Writer, rds []redelivery) {
 }
 
 // verifyTrail closes the trail and checks its hash chain, as an auditor
-// would with "grantretry audit verify".
-func (r *records) verifyTrail(w io.Writer) error {
+// would with "grantretry audit verify", and that it holds a reconcile line
+// for each of the reconciles questions the calls asked.
+func (r *records) verifyTrail(w io.Writer, reconciles int) error {
 	if err := r.trail.Close(); err != nil {
 		return err
 	}
@@ -132,8 +133,12 @@ func (r *records) verifyTrail(w io.Writer) error {
 		disps = append(disps, fmt.Sprintf("%s %d", d, n))
 	}
 	sort.Strings(disps)
-	fmt.Fprintf(w, "%s: hash chain verified, %d records (seq %d..%d), dispositions: %s\nlast hash %s\n",
-		filepath.Join(r.dir, trailName), sum.Records, sum.FirstSeq, sum.LastSeq, strings.Join(disps, ", "), sum.LastHash)
+	fmt.Fprintf(w, "%s: hash chain verified, %d records (seq %d..%d), dispositions: %s; reconcile lines %d\nlast hash %s\n",
+		filepath.Join(r.dir, trailName), sum.Records, sum.FirstSeq, sum.LastSeq, strings.Join(disps, ", "),
+		sum.Messages[grantretry.MsgReconcile], sum.LastHash)
+	if got := sum.Messages[grantretry.MsgReconcile]; got != reconciles {
+		return fmt.Errorf("the trail holds %d reconcile lines, the calls asked %d questions", got, reconciles)
+	}
 	return nil
 }
 
@@ -143,6 +148,7 @@ func (r *records) printNextSteps(w io.Writer) {
 	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", live)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission %s\n", live, s2sDropped)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }

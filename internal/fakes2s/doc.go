@@ -36,8 +36,8 @@
 // GrantsGovTrackingNumber, SubmissionID and a GrantsGovApplicationStatus of
 // Received) per application recorded under that id, oldest first.
 // SubmitEnvelope and ListEnvelope build the two requests,
-// ParseSubmitResponse reads the first answer and Lookup sends the second
-// query and reads its answer.
+// SubmitResponse builds the first answer and ParseSubmitResponse reads it,
+// and Lookup sends the second query and reads its answer.
 //
 // The element names follow Grants.gov's where the fake needs one, but the
 // documents are the fake's own, not the real schema: the real

@@ -58,7 +58,7 @@ func (f *Funder) serveSubmit(w http.ResponseWriter, id string, perr error) {
 		hangUp(w)
 		return
 	}
-	writeSOAP(w, http.StatusOK, submitResponse(id, tracking))
+	writeSOAP(w, http.StatusOK, SubmitResponse(id, tracking))
 }
 
 // serveQuery answers a GetApplicationList query (perr says why it is

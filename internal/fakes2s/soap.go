@@ -107,11 +107,16 @@ func ListEnvelope(submissionID string) []byte {
 	})
 }
 
-func submitResponse(id, tracking string) []byte {
+// SubmitResponse returns the funder's answer to an accepted
+// SubmitApplication for a submission id: a SubmitApplicationResponse with
+// the application's tracking number, as ParseSubmitResponse reads it. A
+// reconciler that found the application with Lookup hands the caller this
+// answer in place of the one the funder never sent.
+func SubmitResponse(submissionID, trackingNumber string) []byte {
 	return document(func(b *bytes.Buffer) {
 		b.WriteString(`<SubmitApplicationResponse xmlns="` + Namespace + `">`)
-		element(b, "GrantsGovTrackingNumber", tracking)
-		element(b, "SubmissionID", id)
+		element(b, "GrantsGovTrackingNumber", trackingNumber)
+		element(b, "SubmissionID", submissionID)
 		b.WriteString(`</SubmitApplicationResponse>`)
 	})
 }

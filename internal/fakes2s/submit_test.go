@@ -31,6 +31,19 @@ func TestSubmitIsAnsweredWithTrackingNumber(t *testing.T) {
 	}
 }
 
+// A reconciler's answer built with SubmitResponse is byte for byte the
+// one the funder sends, so a caller cannot tell the two apart.
+func TestSubmitResponseIsTheFundersAnswer(t *testing.T) {
+	f := start(t, fakes2s.Options{DropRate: -1})
+	status, answer := post(t, newClient(t), f.URL(), fakes2s.SubmitEnvelope("GRANT-42", "<application/>"))
+	if want := fakes2s.SubmitResponse("GRANT-42", "GRANT10000001"); status != http.StatusOK || string(answer) != string(want) {
+		t.Errorf("status %d, answer\n%s\nwant 200 and\n%s", status, answer, want)
+	}
+	if tracking, err := fakes2s.ParseSubmitResponse(fakes2s.SubmitResponse("GRANT-42", "GRANT10000007")); tracking != "GRANT10000007" || err != nil {
+		t.Errorf("ParseSubmitResponse: %q, %v; want GRANT10000007", tracking, err)
+	}
+}
+
 func TestIdempotencyKeyIsIgnored(t *testing.T) {
 	f := start(t, fakes2s.Options{DropRate: -1})
 	client := newClient(t)
