@@ -44,7 +44,9 @@ type Outcome struct {
 	Reason string
 	// StopReason says why the call stopped: one of the Stop* constants.
 	StopReason string
-	// Status is the last attempt's status code, 0 if it obtained none.
+	// Status is the status of the response returned: the last attempt's,
+	// or the reconciler's when the call was reconciled; 0 if none was
+	// obtained.
 	Status  int
 	Elapsed time.Duration // from the first attempt to the disposition
 	// Reconciles counts the questions asked of the reconciler (see

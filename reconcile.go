@@ -118,6 +118,9 @@ func (c *call) reconcile() (resp *http.Response, told bool) {
 	case err == nil:
 		verdict = ReconcileNotApplied
 	}
+	if err == nil {
+		c.out.Ambiguous = false // the funder has told
+	}
 	c.logReconcile(verdict, resp, err, time.Since(start))
 	return resp, err == nil
 }
@@ -223,6 +226,32 @@ func (c *call) lastFailure() string {
 	return fmt.Sprintf("status %d", c.out.Status)
 }
 
+// askBeforeGivingUp asks the reconciler once, without waiting, about a call
+// that ends still owed (dead_letter, circuit_open) after an ambiguous
+// attempt: the throttle, the breaker or the budget stopped the resend, not
+// the question, and a funder that has the submission makes the call a
+// success rather than a letter to redeliver. It returns the funder's
+// response if it has the submission, after discarding the attempt's; an
+// answer that it does not clears Ambiguous (as any answer does), so the
+// letter may be sent again as it is.
+func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
+	switch {
+	case c.pol.reconciler == nil || c.out.IdempotencyKey == "" || !c.out.Ambiguous,
+		c.out.Disposition != DeadLetter && c.out.Disposition != CircuitOpen,
+		c.out.StopReason == StopAuditTrail, c.callerErr() != nil:
+		return nil
+	}
+	resp, _ := c.reconcile()
+	if resp != nil {
+		if a.resp != nil {
+			c.unhold()
+			drain(a.resp.Body)
+		}
+		a.stop(true)
+	}
+	return resp
+}
+
 // finishReconciled hands the reconciler's response to the caller: the call
 // succeeded, by the funder's own record.
 func (c *call) finishReconciled(resp *http.Response) (*http.Response, error) {
@@ -298,8 +327,11 @@ func (g *resendGuard) gotConn(info httptrace.GotConnInfo) {
 	if !isHTTP2(info.Conn) {
 		// HTTP/1 writes the request as soon as it has the connection,
 		// whatever the context says: only closing it stops the write.
-		// An HTTP/2 connection carries other calls' streams, and HTTP/2
-		// resends only requests the server said it did not process.
+		// An HTTP/2 connection carries other calls' streams, so it is
+		// left open and only the context is ended: HTTP/2 resends a
+		// stream the server refused or never processed, and also one it
+		// reset with PROTOCOL_ERROR, which the cancelled context then
+		// races (docs/exactly-once.md says so).
 		info.Conn.Close()
 	}
 }

@@ -296,3 +296,41 @@ func TestWithReconcilerPerHostAndNil(t *testing.T) {
 		t.Errorf("WithReconciler(nil): %v, want ErrInvalidOption", err)
 	}
 }
+
+// A call the throttle, the breaker or the budget stops after an ambiguous
+// attempt still asks once, without waiting, before it ends owed: a funder
+// that has the submission makes it a success, one that has it not makes
+// its letter safe to send as it is.
+func TestReconcileBeforeGivingUp(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		opts          []Option
+		answer        reconcileAnswer
+		wantDisp      Disposition
+		wantStop      string
+		wantAmbiguous bool
+	}{
+		{"out of retries, has it", []Option{WithBudget(0, time.Hour)}, reconcileAnswer{has: true}, Succeeded, StopReconciled, false},
+		{"out of retries, has it not", []Option{WithBudget(0, time.Hour)}, reconcileAnswer{}, DeadLetter, StopRetriesSpent, false},
+		{"out of retries, cannot tell", []Option{WithBudget(0, time.Hour)}, reconcileAnswer{err: errors.New("query failed")}, DeadLetter, StopRetriesSpent, true},
+		{"throttled, has it", []Option{WithRetryThrottle(1, 0.1)}, reconcileAnswer{has: true}, Succeeded, StopReconciled, false},
+		{"breaker opened, has it", []Option{WithBreaker(1, time.Hour)}, reconcileAnswer{has: true}, Succeeded, StopReconciled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &scriptedReconciler{answers: []reconcileAnswer{tc.answer}}
+			letters := &memLetters{}
+			h := newHarness(t, append(tc.opts, WithReconciler(rec.fn), WithDeadLetter(letters))...)
+			h.mock.RegisterResponder(http.MethodPost, funderURL, eofThen(200))
+			o, _ := h.submitOnce(t, context.Background())
+			if o.Disposition != tc.wantDisp || o.StopReason != tc.wantStop || o.Attempts != 1 || o.Reconciles != 1 || o.Ambiguous != tc.wantAmbiguous {
+				t.Errorf("%s (%s) after %d attempts, %d questions, ambiguous %v; want %s (%s) after 1, 1, %v",
+					o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Ambiguous, tc.wantDisp, tc.wantStop, tc.wantAmbiguous)
+			}
+			if tc.wantDisp == DeadLetter {
+				if l := letters.only(t); l.Ambiguous != tc.wantAmbiguous {
+					t.Errorf("letter ambiguous %v, want %v", l.Ambiguous, tc.wantAmbiguous)
+				}
+			}
+		})
+	}
+}

@@ -305,15 +305,21 @@ func TestKeyIgnoringFunderWithReconcilerHasNoDuplicateAndNoLoss(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		queryFailRate float64
+		opts          []Option
 	}{
-		{"queries answered", 0},
-		{"a third of queries fail", 0.3},
+		{"queries answered", 0, nil},
+		{"a third of queries fail", 0.3, nil},
+		// The throttle, on a clock that never refills it, ends more and
+		// more calls before their resend: each still asks once first.
+		{"default breaker and throttle", 0, []Option{
+			WithBreaker(DefaultBreakerThreshold, DefaultBreakerCooldown),
+			WithRetryThrottle(DefaultThrottleMaxTokens, DefaultThrottleTokenRatio)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := &http.Client{Transport: keepAliveTransport(t)}
 			n := s2sSize(t)
 			f := fakes2s.Options{QueryFailRate: tc.queryFailRate}
-			r := runS2S(t, n, f, WithReconciler(lookupReconciler(lookup)))
+			r := runS2S(t, n, f, append(tc.opts, WithReconciler(lookupReconciler(lookup)))...)
 			c := r.count()
 			c.log(t, "grantretry, reconciler, "+tc.name)
 			c.checkEveryAttemptCounted(t)

@@ -393,6 +393,9 @@ func (c *call) loop() (*http.Response, error) {
 
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
+			if resp := c.askBeforeGivingUp(a); resp != nil {
+				return c.finishReconciled(resp)
+			}
 			if a.resp != nil {
 				return c.finishResp(a)
 			}
