@@ -126,3 +126,29 @@ func TestForHostRefusesWhatIsNotAHostOrNotPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A ForHost matches every spelling of its host a URL may use: case, a
+// trailing dot, an IPv6 address written long or short, an IPv4-mapped
+// address, a port with a leading zero.
+func TestForHostMatchesEverySpellingOfItsHost(t *testing.T) {
+	for _, tc := range []struct{ rule, url string }{
+		{"[::1]", "http://[::1]:8080/x"},
+		{"::1", "http://[::1]/x"},
+		{"0:0:0:0:0:0:0:1", "http://[::1]/x"},
+		{"[::1]:443", "https://[::1]/x"},
+		{"FUNDER.test:443", "https://Funder.TEST/x"},
+		{"funder.test", "https://funder.test./x"},
+		{"funder.test:443", "https://funder.test:0443/x"},
+		{"2001:DB8::1", "http://[2001:db8:0:0::1]/x"},
+		{"127.0.0.1", "http://[::ffff:127.0.0.1]/x"},
+	} {
+		tr := New(nil, ForHost(tc.rule, WithBudget(7, time.Second)))
+		if tr.err != nil {
+			t.Errorf("ForHost(%q): %v", tc.rule, tr.err)
+			continue
+		}
+		if hs := tr.hosts.forURL(mustURL(t, tc.url)); hs.cfg.maxRetries != 7 {
+			t.Errorf("ForHost(%q) does not match %s", tc.rule, tc.url)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -91,12 +92,31 @@ func parseHostRule(s string) (hostRule, error) {
 			return hostRule{}, fmt.Errorf("%q is not a host name or an IP address", host)
 		}
 	}
-	return hostRule{host: strings.ToLower(host), port: port}, nil
+	return hostRule{host: canonHost(host), port: port}, nil
 }
 
-// matches reports whether the rule applies to host and port.
+// matches reports whether the rule applies to host and port, each spelled
+// as a URL may spell it.
 func (r *hostRule) matches(host, port string) bool {
-	return r.host == host && (r.port == "" || r.port == port)
+	if r.host != canonHost(host) {
+		return false
+	}
+	if r.port == "" {
+		return true
+	}
+	want, _ := strconv.Atoi(r.port)
+	got, err := strconv.Atoi(port)
+	return err == nil && got == want // "0443" is 443
+}
+
+// canonHost is one spelling of a host: lower case, without a trailing dot,
+// and an IP address in its shortest form (an IPv4-mapped IPv6 address as
+// IPv4), so that 2001:DB8::1 and [2001:db8:0:0::1] are one host.
+func canonHost(h string) string {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Unmap().String()
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // checkRules applies each ForHost's options once, on a copy, so that an
@@ -178,13 +198,17 @@ func (h *hosts) get(key string) *hostState {
 	return v.(*hostState)
 }
 
-// hostKey names a funder host: lower-case scheme and host, with the
-// scheme's default port made explicit, so https://Funder.gov and
-// https://funder.gov:443 share one breaker and one throttle.
+// hostKey names a funder host: lower-case scheme and host (see canonHost),
+// with the scheme's default port made explicit, so https://Funder.gov,
+// https://funder.gov.:443 and https://funder.gov:0443 share one breaker
+// and one throttle.
 func hostKey(u *url.URL) string {
 	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
+	host := canonHost(u.Hostname())
 	port := u.Port()
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n) // "0443" is 443
+	}
 	if port == "" {
 		switch scheme {
 		case "https":

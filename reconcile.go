@@ -76,14 +76,17 @@ var errResendStopped = errors.New("grantretry: the connection failed after the r
 var errReconcileBroken = errors.New("grantretry: the reconciler returned a response and an error")
 
 // ambiguous reports whether an attempt may have been applied by the funder
-// without its answer saying so.
-func ambiguous(resp *http.Response, err error, v Classification) bool {
-	if resp != nil {
-		s := resp.StatusCode
+// without its answer saying so. v is the attempt's verdict.
+func (a *sentAttempt) ambiguous(v Classification) bool {
+	if a.resp != nil {
+		if a.classified && !v.Retryable {
+			return false // the body says the funder refused it (soap:Client)
+		}
+		s := a.resp.StatusCode
 		return s >= 500 && s != http.StatusNotImplemented && s != http.StatusServiceUnavailable
 	}
-	if err == nil {
-		return false
+	if a.err == nil || (a.trace != nil && a.trace.neverConnected()) {
+		return false // the inner transport never had a connection: nothing was sent
 	}
 	switch v.Reason {
 	case "transport:refused", "transport:dns", "transport:dns_not_found", "transport:tls",
@@ -91,7 +94,7 @@ func ambiguous(resp *http.Response, err error, v Classification) bool {
 		return false // nothing was sent
 	}
 	var op *net.OpError
-	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
+	if errors.As(a.err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
 		return false // the connection was never made
 	}
 	return true
@@ -107,10 +110,10 @@ const (
 // reconcile asks the policy's reconciler about the call's last attempt,
 // and records the question. It returns the funder's response when it has
 // the submission, or nil and whether it could tell.
-func (c *call) reconcile() (resp *http.Response, told bool) {
+func (c *call) reconcile(ctx context.Context) (resp *http.Response, told bool) {
 	start := time.Now()
 	c.out.Reconciles++
-	resp, err := c.askReconciler()
+	resp, err := c.askReconciler(ctx)
 	verdict := ReconcileUnknown
 	switch {
 	case resp != nil:
@@ -125,40 +128,46 @@ func (c *call) reconcile() (resp *http.Response, told bool) {
 	return resp, err == nil
 }
 
-// askReconciler runs the reconciler on its own goroutine, so that one that
-// ignores its context cannot hold the call past its deadline. A panic in
-// it goes on up on the caller's goroutine, as one in the inner transport
-// does; a response with an error is a broken contract, taken as "cannot
-// tell".
-func (c *call) askReconciler() (*http.Response, error) {
+// askReconciler runs the reconciler under ctx on its own goroutine, so
+// that one that ignores its context cannot hold the call past ctx's end. A
+// panic in it goes on up on the caller's goroutine, as one in the inner
+// transport does; a response with an error is a broken contract, and a
+// reconciler that never returns (runtime.Goexit) gave no answer: both are
+// taken as "cannot tell".
+func (c *call) askReconciler(ctx context.Context) (*http.Response, error) {
 	type answer struct {
 		resp   *http.Response
 		err    error
 		panicV any
 		panics bool
 	}
-	q := c.reconcileQuery()
+	q := c.reconcileQuery(ctx)
 	done := make(chan answer, 1)
 	go func() {
 		var a answer
+		returned := false
 		defer func() {
-			if v := recover(); v != nil {
+			switch v := recover(); {
+			case v != nil:
 				a = answer{panicV: v, panics: true}
+			case !returned:
+				a = answer{err: errors.New("grantretry: the reconciler exited without answering")}
 			}
 			done <- a
 		}()
-		a.resp, a.err = c.pol.reconciler(c.callCtx, q)
+		a.resp, a.err = c.pol.reconciler(ctx, q)
+		returned = true
 	}()
 	var a answer
 	select {
 	case a = <-done:
-	case <-c.callCtx.Done():
+	case <-ctx.Done():
 		go func() { // the answer comes too late: release what it holds
 			if late := <-done; late.resp != nil {
-				closeResp(late.resp)
+				drain(late.resp.Body)
 			}
 		}()
-		return nil, fmt.Errorf("grantretry: the reconciler did not answer before the call ended: %w", context.Cause(c.callCtx))
+		return nil, fmt.Errorf("grantretry: the reconciler did not answer before the call ended: %w", context.Cause(ctx))
 	}
 	if a.panics {
 		panic(a.panicV)
@@ -171,8 +180,8 @@ func (c *call) askReconciler() (*http.Response, error) {
 }
 
 // reconcileQuery builds the question about the last attempt.
-func (c *call) reconcileQuery() ReconcileQuery {
-	req := c.base.Clone(c.callCtx)
+func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
+	req := c.base.Clone(ctx)
 	req.Body, req.GetBody = nil, nil
 	if !c.p.empty() {
 		req.GetBody = c.p.body
@@ -197,7 +206,7 @@ func (c *call) reconcileQuery() ReconcileQuery {
 // request must be sent again, or the cause of the call's end.
 func (c *call) settle() (*http.Response, error) {
 	for {
-		resp, told := c.reconcile()
+		resp, told := c.reconcile(c.callCtx)
 		if resp != nil || told {
 			return resp, nil
 		}
@@ -241,11 +250,20 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 		c.out.StopReason == StopAuditTrail, c.callerErr() != nil:
 		return nil
 	}
-	resp, _ := c.reconcile()
+	// The attempt's response may be held, and a held response keeps the
+	// call's deadline from ending callCtx: the question gets a deadline
+	// of its own, the call's as the Clock tells it, and lives as long as
+	// the call, since the reconciler's response may be read under it.
+	left := c.budget.deadline.Sub(c.t.clock.Now())
+	if left <= 0 || c.callCtx.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeoutCause(c.callCtx, left, errCallDeadline)
+	c.askCancel = cancel
+	resp, _ := c.reconcile(ctx)
 	if resp != nil {
 		if a.resp != nil {
-			c.unhold()
-			drain(a.resp.Body)
+			drain(a.resp.Body) // still held: no timer fires on the reconciler's answer
 		}
 		a.stop(true)
 	}
@@ -288,43 +306,84 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 	}
 }
 
-// resendGuard watches one attempt of a request that net/http would resend
-// on its own after writing it, and that no GetBody can stop: a keyed
-// request with no body. When the inner transport takes a second
-// connection after the request was written, the guard closes that
-// connection before anything is written to it and ends the attempt.
-type resendGuard struct {
+// attemptTrace watches one attempt through httptrace: whether the inner
+// transport ever had a connection (an attempt that never had one sent
+// nothing, whatever its error says), and, for a request that net/http would
+// resend on its own after writing it with no GetBody to refuse (a keyed
+// request with no body), whether it sets out to do so.
+type attemptTrace struct {
+	guard    bool // stop resends
+	closeH2C bool // a plain connection may be closed: it is not HTTP/2
+	cancel   context.CancelCauseFunc
+
 	mu      sync.Mutex
-	written bool // a copy of the request was written whole
+	getConn bool // the inner transport asked for a connection
+	gotConn bool // and got one
+	written bool // a copy was written whole, and no answer has begun since
 	stopped bool // a resend was stopped
-	cancel  context.CancelCauseFunc
 }
 
-// stoppedResend reports whether the guard stopped a resend.
-func (g *resendGuard) stoppedResend() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.stopped
+// withAttemptTrace returns ctx watched by a new attemptTrace; cancel ends
+// the attempt when a resend is stopped.
+func withAttemptTrace(ctx context.Context, cancel context.CancelCauseFunc, guard, closeH2C bool) (context.Context, *attemptTrace) {
+	t := &attemptTrace{guard: guard, closeH2C: closeH2C, cancel: cancel}
+	ct := &httptrace.ClientTrace{GetConn: t.gettingConn, GotConn: t.gotConnection}
+	if guard {
+		ct.WroteRequest = t.wroteRequest
+		ct.GotFirstResponseByte = t.gotFirstByte
+	}
+	return httptrace.WithClientTrace(ctx, ct), t
 }
 
-func (g *resendGuard) wroteRequest(info httptrace.WroteRequestInfo) {
+func (t *attemptTrace) gettingConn(string) {
+	t.mu.Lock()
+	t.getConn = true
+	t.mu.Unlock()
+}
+
+// neverConnected reports whether the inner transport asked for a
+// connection and never got one.
+func (t *attemptTrace) neverConnected() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.getConn && !t.gotConn
+}
+
+// stoppedResend reports whether a resend was stopped.
+func (t *attemptTrace) stoppedResend() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopped
+}
+
+func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
 	if info.Err == nil {
-		g.mu.Lock()
-		g.written = true
-		g.mu.Unlock()
+		t.mu.Lock()
+		t.written = true
+		t.mu.Unlock()
 	}
 }
 
-func (g *resendGuard) gotConn(info httptrace.GotConnInfo) {
-	g.mu.Lock()
-	stop := g.written
-	g.stopped = g.stopped || stop
-	g.mu.Unlock()
+// gotFirstByte: an answer began, so a next request on this attempt is the
+// inner transport's own (a Digest or NTLM challenge answered), not a
+// resend of one that got no answer.
+func (t *attemptTrace) gotFirstByte() {
+	t.mu.Lock()
+	t.written = false
+	t.mu.Unlock()
+}
+
+func (t *attemptTrace) gotConnection(info httptrace.GotConnInfo) {
+	t.mu.Lock()
+	t.gotConn = true
+	stop := t.guard && t.written
+	t.stopped = t.stopped || stop
+	t.mu.Unlock()
 	if !stop {
 		return
 	}
-	g.cancel(errResendStopped)
-	if !isHTTP2(info.Conn) {
+	t.cancel(errResendStopped)
+	if isHTTP1(info.Conn, t.closeH2C) {
 		// HTTP/1 writes the request as soon as it has the connection,
 		// whatever the context says: only closing it stops the write.
 		// An HTTP/2 connection carries other calls' streams, so it is
@@ -336,10 +395,22 @@ func (g *resendGuard) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
-// isHTTP2 reports whether conn negotiated HTTP/2.
-func isHTTP2(conn net.Conn) bool {
-	tc, ok := conn.(*tls.Conn)
-	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+// isHTTP1 reports whether conn is known to carry HTTP/1 only: a TLS
+// connection that did not negotiate h2, or a plain one when plainIsHTTP1
+// says the inner transport speaks no cleartext HTTP/2.
+func isHTTP1(conn net.Conn, plainIsHTTP1 bool) bool {
+	if tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		return tc.ConnectionState().NegotiatedProtocol != "h2"
+	}
+	return plainIsHTTP1
+}
+
+// stopsH2C reports whether a plain connection of the inner transport is
+// known to be HTTP/1: it is an *http.Transport that does not speak
+// cleartext HTTP/2. Of any other, a plain connection may carry HTTP/2.
+func (c *call) stopsH2C() bool {
+	ht, ok := c.t.next.(*http.Transport)
+	return ok && (ht.Protocols == nil || !ht.Protocols.UnencryptedHTTP2())
 }
 
 // guardsResend reports whether the inner transport could resend the call's
@@ -357,14 +428,4 @@ func (c *call) guardsResend() bool {
 	}
 	_, x := c.base.Header["X-Idempotency-Key"]
 	return c.out.IdempotencyKey != "" || x
-}
-
-// withResendGuard returns ctx with a guard on the attempt run under it,
-// whose cancel ends it.
-func withResendGuard(ctx context.Context, cancel context.CancelCauseFunc) (context.Context, *resendGuard) {
-	g := &resendGuard{cancel: cancel}
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      g.gotConn,
-		WroteRequest: g.wroteRequest,
-	}), g
 }

@@ -138,7 +138,8 @@ type call struct {
 	// http.Client still closes it to enforce Client.Timeout.
 	reqCancel <-chan struct{}
 
-	lastErr error // the last attempt's transport error, nil if it got a response
+	lastErr   error              // the last attempt's transport error, nil if it got a response
+	askCancel context.CancelFunc // ends the context of a question asked before giving up
 
 	// When the first and the last attempt were sent, on the Clock: read
 	// only for a dead letter.
@@ -360,6 +361,9 @@ func (c *call) stopContexts(release bool) {
 	if release && c.callCancel != nil {
 		c.callCancel(nil)
 	}
+	if release && c.askCancel != nil {
+		c.askCancel()
+	}
 }
 
 // decision is what the loop does after one attempt.
@@ -466,6 +470,9 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 		if a.resp != nil {
 			closeResp(a.resp)
 		}
+		if a.stop != nil {
+			a.stop(true)
+		}
 		c.p.close()
 		c.stopContexts(true)
 	}()
@@ -494,7 +501,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 	if c.t.cfg.letters != nil {
 		c.noteSent()
 	}
-	a = c.attempt(body)
+	c.attempt(&a, body)
 	c.out.Attempts++
 	d, disp = c.judge(a, p, logging, sent)
 	ok = true
@@ -521,7 +528,9 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 		c.out.Status = a.resp.StatusCode
 	}
 	c.lastErr = a.err
-	c.out.Ambiguous = ambiguous(a.resp, a.err, v)
+	// Sticky until a reconciler answers: a later attempt that was not
+	// applied says nothing of an earlier one that may have been.
+	c.out.Ambiguous = c.out.Ambiguous || a.ambiguous(v)
 	d.reconcile = d.retry && c.out.Ambiguous && c.pol.reconciler != nil && c.out.IdempotencyKey != ""
 	if logging {
 		c.logAttempt(attemptRecord{
@@ -550,26 +559,26 @@ type sentAttempt struct {
 	// The ClassifyFunc's verdict on resp, when it gave one.
 	class      Classification
 	classified bool
+	trace      *attemptTrace // what net/http did on the wire, when watched
 }
 
-// attempt sends one attempt with the given body. A response it returns is
-// held: no timer of the call cuts it until it is discarded (unhold).
-func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
+// attempt sends one attempt with the given body, filling in a as it goes,
+// so that on a panic send's cleanup finds what was obtained. A response it
+// leaves in a is held: no timer of the call cuts it until it is discarded
+// (unhold).
+func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 	ctx := c.callCtx
 	a.stop = func(bool) {}
-	var guard *resendGuard
+	var cancel context.CancelCauseFunc
 	if d := c.pol.attemptTimeout; d > 0 {
-		actx, cancel := context.WithCancelCause(ctx)
-		timer := time.AfterFunc(d, func() { c.expire(cancel, errAttemptTimeout, true) })
-		ctx = actx
+		actx, acancel := context.WithCancelCause(ctx)
+		timer := time.AfterFunc(d, func() { c.expire(acancel, errAttemptTimeout, true) })
+		ctx, cancel = actx, acancel
 		a.stop = func(release bool) {
 			timer.Stop()
 			if release {
-				cancel(nil)
+				acancel(nil)
 			}
-		}
-		if c.guardsResend() {
-			ctx, guard = withResendGuard(ctx, cancel)
 		}
 		defer func() {
 			// The attempt's own error says "context canceled"; say why,
@@ -579,14 +588,17 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 			}
 		}()
 	}
-	if guard == nil && c.guardsResend() {
-		actx, cancel := context.WithCancelCause(ctx)
-		ctx, guard = withResendGuard(actx, cancel)
-		a.stop = func(release bool) {
-			if release {
-				cancel(nil)
+	if guard := c.guardsResend(); guard || c.pol.reconciler != nil {
+		if cancel == nil {
+			actx, acancel := context.WithCancelCause(ctx)
+			ctx, cancel = actx, acancel
+			a.stop = func(release bool) {
+				if release {
+					acancel(nil)
+				}
 			}
 		}
+		ctx, a.trace = withAttemptTrace(ctx, cancel, guard, c.stopsH2C())
 	}
 	// The first attempt may use the clone itself; later ones get a shallow
 	// copy, since the inner transport may still hold the previous request.
@@ -604,7 +616,7 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
 	}
-	if guard != nil && guard.stoppedResend() {
+	if a.trace != nil && a.trace.stoppedResend() {
 		if a.resp != nil {
 			closeResp(a.resp)
 		}
@@ -621,7 +633,6 @@ func (c *call) attempt(body io.ReadCloser) (a sentAttempt) {
 		closeResp(a.resp)
 		a.resp, a.err = nil, ctx.Err()
 	}
-	return a
 }
 
 // verdict classifies one attempt. A non-empty disposition means the call
