@@ -8,7 +8,8 @@
 // Time is simulated: every duration in a Scenario is in simulated time, and
 // a run lasts Scenario.Scale times less in real time. The grantretry
 // policies get their backoff, deadline and breaker cooldown divided by the
-// scale, so the library runs with its real code on a faster clock.
+// scale, so the library runs with its real code on a faster clock. See
+// docs/choosing-budgets.md.
 package sim
 
 import (
