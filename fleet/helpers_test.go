@@ -97,3 +97,13 @@ func (r recorder) result(req *http.Request) *http.Response {
 	resp.Request = req
 	return resp
 }
+
+// poolFor, when set, gives newPoolFor a pool shared by a test's processes.
+var poolFor func(*testing.T) any
+
+func newPoolFor(t *testing.T) *pgxpool.Pool {
+	if poolFor != nil {
+		return poolFor(t).(*pgxpool.Pool)
+	}
+	return newPool(t)
+}
