@@ -85,3 +85,36 @@ func BenchmarkThrottleBucket(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRoundTripSuccessFleet is the success path with fleet mode off
+// and on (an in-memory Fleet, so only what the Transport adds is
+// measured): fleet mode reads the host's fleet state and counts the
+// success, in memory, with no I/O.
+//
+//	go test -run '^$' -bench RoundTripSuccessFleet -benchmem -count 6
+func BenchmarkRoundTripSuccessFleet(b *testing.B) {
+	payload := []byte(`{"applicant":"Riverbend Food Bank","amount":125000}`)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		for _, tc := range []struct {
+			name string
+			rt   http.RoundTripper
+		}{{"fleet=off", New(cannedOK{})}, {"fleet=on", New(cannedOK{}, WithFleet(newMemFleet()))}} {
+			b.Run("method="+method+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					var body io.Reader
+					if method == http.MethodPost {
+						body = bytes.NewReader(payload)
+					}
+					req, _ := http.NewRequest(method, "https://funder.test/v1/applications", body)
+					resp, err := tc.rt.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+	}
+}

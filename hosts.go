@@ -17,6 +17,7 @@ type hostState struct {
 	cfg      *config // the Transport's own, or a copy with ForHost's options
 	breaker  *hostBreaker
 	throttle *retryThrottle
+	fleet    FleetHost // nil without WithFleet
 }
 
 // ForHost applies opts to the calls whose URL host matches host, on top of
@@ -193,6 +194,9 @@ func (h *hosts) get(key string) *hostState {
 	}
 	if cfg.throttleOn {
 		hs.throttle = newRetryThrottle(cfg.maxTokens, cfg.tokenRatio, cfg.refill, cfg.clock)
+	}
+	if cfg.fleet != nil {
+		hs.fleet = cfg.fleet.Host(key)
 	}
 	v, _ := h.byKey.LoadOrStore(key, hs)
 	return v.(*hostState)

@@ -65,6 +65,7 @@ type config struct {
 	reconciler     ReconcileFunc
 	trail          AuditSink    // nil: no audit trail
 	trailCore      zapcore.Core // writes the trail's records; nil without a trail
+	fleet          Fleet        // nil: every process on its own
 	errs           []error
 }
 

@@ -146,6 +146,7 @@ type call struct {
 	firstSent, lastSent time.Time
 	trailBroken         bool // the trail's failure is already in out.RecordErr
 	failedOnce          bool // the breaker has counted one of the call's failures
+	fleet               fleetCall
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
@@ -384,7 +385,7 @@ func (c *call) loop() (*http.Response, error) {
 			c.failClosed()
 			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
 		}
-		done, probe, err := c.host.breaker.allow()
+		done, probe, err := c.allow()
 		if err != nil {
 			c.logBreakerChanges()
 			c.out.Disposition, c.out.StopReason = CircuitOpen, StopCircuitOpen
@@ -515,8 +516,10 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
 	v, disp, stop := c.verdict(a)
-	p.give(c.breakerVerdict(a.err, v, disp, p.probe))
+	brk := c.breakerVerdict(a.err, v, disp, p.probe)
+	p.give(brk)
 	c.throttleVerdict(a.resp, v, disp)
+	c.fleetVerdict(a.resp, v, brk)
 
 	d := decision{disp: disp, stop: stop}
 	if disp == "" {
@@ -726,8 +729,8 @@ func (c *call) decide(resp *http.Response) decision {
 		// is the more useful thing to tell the caller.
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}
-	if !c.host.throttle.allowRetry() {
-		return decision{stop: StopThrottled, disp: DeadLetter}
+	if stop, disp := c.fleetStop(c.host.throttle.allowRetry()); stop != "" {
+		return decision{stop: stop, disp: disp}
 	}
 	return decision{retry: true, wait: wait, waitSource: src}
 }

@@ -1,0 +1,168 @@
+package grantretry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// DefaultFleetLimit bounds the fleet's I/O that one attempt waits on (see
+// WithFleet): past it the call goes on with the process's local breaker
+// and throttle, as without a fleet.
+const DefaultFleetLimit = 5 * time.Millisecond
+
+// FleetState is what a fleet knows of one host's shared breaker.
+type FleetState int32
+
+const (
+	// FleetUnknown: the fleet's store is away or has not answered yet;
+	// the process's local breaker and throttle decide.
+	FleetUnknown FleetState = iota
+	// FleetClosed: the fleet's breaker is closed; calls go out, whatever
+	// the local breaker says.
+	FleetClosed
+	// FleetOpen: the fleet's breaker is open; every process refuses calls
+	// but the one probe the fleet lets through at a time.
+	FleetOpen
+)
+
+// Fleet shares each host's circuit breaker and retry budget across the
+// processes of a fleet (WithFleet). The package fleet, a module of its
+// own, provides one on PostgreSQL. Host is called once per host key
+// ("https://host:port") a Transport meets, possibly more than once for
+// one key when goroutines race: it must return the same FleetHost for the
+// same key. Implementations must be safe for concurrent use.
+type Fleet interface {
+	Host(key string) FleetHost
+}
+
+// FleetHost is the fleet's view of one host. State and Succeeded are on
+// every call's path: they must not block, do I/O or allocate. The others
+// are called only when an attempt fails or the fleet's breaker is open,
+// each with a context that ends at most DefaultFleetLimit after the
+// attempt's verdict; on an error, the Transport uses its local state.
+type FleetHost interface {
+	// State returns the fleet's breaker state as last heard.
+	State() FleetState
+	// Succeeded counts an attempt answered 1xx-3xx, for the shared
+	// budget's deposits, which the implementation batches.
+	Succeeded()
+	// CallFailed reports a call's first transient failure (a call counts
+	// once, as the local breaker counts it).
+	CallFailed(ctx context.Context) error
+	// Withdraw takes a token from the shared retry budget for a transient
+	// failure, and reports whether retries are still allowed.
+	Withdraw(ctx context.Context) (allowed bool, err error)
+	// TryProbe asks, while the fleet's breaker is open, to send the one
+	// probe the fleet allows at a time: true means this call sends it and
+	// must report it with ProbeDone.
+	TryProbe(ctx context.Context) (bool, error)
+	// ProbeDone reports the probe's result: ok closes the fleet's breaker
+	// in every process; !ok keeps it open and lets the next probe wait.
+	ProbeDone(ctx context.Context, ok bool) error
+}
+
+// WithFleet makes the Transport share its per-host breaker and retry
+// budget with the other processes of a fleet through f. The local breaker
+// and throttle keep running, and decide alone while the fleet cannot tell
+// (FleetUnknown). A nil f, or an interface holding a nil pointer, is an
+// invalid option.
+func WithFleet(f Fleet) Option {
+	if isNil(f) {
+		return optionFunc(func(c *config) { c.invalid("WithFleet(nil)") })
+	}
+	return optionFunc(func(c *config) { c.fleet = f })
+}
+
+// fleetCall is a call's dealings with its host's fleet.
+type fleetCall struct {
+	probe    bool // the attempt in flight is the fleet's probe
+	answered bool // the fleet's budget answered for the last failure
+	allowed  bool // and its answer
+}
+
+func noDone(error) {}
+
+// allow asks the fleet, then the local breaker, for one attempt.
+func (c *call) allow() (done func(error), probe bool, err error) {
+	fh := c.host.fleet
+	if fh == nil {
+		return c.host.breaker.allow()
+	}
+	switch fh.State() {
+	case FleetOpen:
+		ctx, cancel := context.WithTimeout(c.ctx, DefaultFleetLimit)
+		ok, err := fh.TryProbe(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			return c.host.breaker.allow()
+		case !ok:
+			return nil, false, gobreaker.ErrOpenState
+		}
+		c.fleet.probe = true
+		return noDone, false, nil
+	case FleetClosed:
+		if done, probe, err := c.host.breaker.allow(); err == nil {
+			return done, probe, nil
+		}
+		return noDone, false, nil
+	}
+	return c.host.breaker.allow()
+}
+
+// fleetVerdict tells the fleet what an attempt showed; brk is what the
+// local breaker was told.
+func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
+	fh := c.host.fleet
+	if fh == nil {
+		return
+	}
+	c.fleet.answered = false
+	ok := brk == nil && resp != nil && resp.StatusCode < 400
+	if !c.fleet.probe && !v.Retryable && brk != errBreakerFailure {
+		if ok {
+			fh.Succeeded()
+		}
+		return
+	}
+	if c.fleet.probe && brk == errBreakerExcluded {
+		c.fleet.probe = false // no verdict: the lease ends and another probes
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
+	defer cancel()
+	if c.fleet.probe {
+		c.fleet.probe = false
+		fh.ProbeDone(ctx, brk == nil)
+		if ok {
+			fh.Succeeded()
+		}
+		return
+	}
+	if brk == errBreakerFailure {
+		fh.CallFailed(ctx)
+	}
+	if v.Retryable {
+		allowed, err := fh.Withdraw(ctx)
+		c.fleet.answered, c.fleet.allowed = err == nil, allowed
+	}
+}
+
+// fleetStop is the fleet's reason to stop retrying, "" if none; local
+// says whether the local throttle allows a retry.
+func (c *call) fleetStop(local bool) (stop string, disp Disposition) {
+	fh := c.host.fleet
+	switch {
+	case fh != nil && fh.State() == FleetOpen:
+		return StopCircuitOpen, CircuitOpen
+	case fh != nil && c.fleet.answered:
+		local = c.fleet.allowed
+	}
+	if !local {
+		return StopThrottled, DeadLetter
+	}
+	return "", ""
+}

@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkTrailDispositionCommit16 measures what a disposition costs the
+// caller with the fleet's trail: 16 writers (16 processes' Trails) each
+// write an attempt and a disposition record and Sync, concurrently; the
+// Sync's latency is what RoundTrip waits. It reports p50 and p99 in µs.
+// "saturated" has no pause between a writer's calls, which measures the
+// server's commit throughput more than a call's latency; "call-5ms" waits
+// 5 ms between them, as a call to a funder at least takes.
+//
+//	cd fleet && go test -run '^$' -bench TrailDispositionCommit16 -benchtime 4000x
+func BenchmarkTrailDispositionCommit16(b *testing.B) {
+	b.Run("saturated", func(b *testing.B) { benchDispositionCommit(b, 0) })
+	b.Run("call-5ms", func(b *testing.B) { benchDispositionCommit(b, 5*time.Millisecond) })
+}
+
+func benchDispositionCommit(b *testing.B, pause time.Duration) {
+	const writers = 16
+	pool := newPool(b)
+	trails := make([]*Trail, writers)
+	for i := range trails {
+		tr, err := NewTrail(context.Background(), pool, WithLimit(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		trails[i] = tr
+	}
+	attempt := []byte(`{"ts":"2026-01-02T03:04:05.123456789Z","level":"info","msg":"grantretry.attempt","correlation_id":"c0ffee","idempotency_key":"k","submission_id":"GRANT-1","method":"POST","host":"funder.example","path":"/submit","attempt":1,"status":201,"error":"","reason":"ok:201","retryable":false,"wait":"0s","wait_source":"","latency":"1.2ms","elapsed":"1.2ms"}` + "\n")
+	disp := []byte(`{"ts":"2026-01-02T03:04:05.123456789Z","level":"info","msg":"grantretry.disposition","correlation_id":"c0ffee","idempotency_key":"k","submission_id":"GRANT-1","method":"POST","host":"funder.example","path":"/submit","disposition":"succeeded","attempts":1,"stop_reason":"success","status":201,"reason":"ok:201","error":"","payload_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","payload_bytes":0,"not_replayable":"","elapsed":"1.2ms","dead_letter_id":"","record_error":"","reconciles":0,"ambiguous":false}` + "\n")
+	lat := make([][]time.Duration, writers)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := trails[w]
+			for i := w; i < b.N; i += writers {
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+				tr.Write(attempt)
+				tr.Write(disp)
+				t0 := time.Now()
+				if err := tr.Sync(); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	if _, err := VerifyTrail(context.Background(), pool); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,306 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Channel is the NOTIFY channel on which a host's breaker row is
+// announced when it opens or closes; the payload is the host key.
+const Channel = "grantretry_hosts"
+
+// Defaults of the shared breaker and budget, the core's own.
+const (
+	DefaultThreshold  = int(grantretry.DefaultBreakerThreshold)
+	DefaultProbeEvery = grantretry.DefaultBreakerProbe
+	DefaultMaxTokens  = 10.0
+	DefaultTokenRatio = 0.1
+	DefaultRefill     = 60 * time.Second
+)
+
+// Coordinator is a grantretry.Fleet on PostgreSQL: one row per funder
+// host in grantretry_hosts holds the fleet's breaker (consecutive failed
+// calls, when it opened, the probe lease) and its retry budget (the gRFC
+// A6 bucket with a time refill). Give it to grantretry.WithFleet.
+//
+// A call's success path only reads an atomic and adds to a counter; the
+// counted successes are deposited once a second. A failure asks the
+// database (one statement, bounded by the Transport's limit). A breaker
+// that opens or closes is announced with NOTIFY, heard on one dedicated
+// connection, and every row is also re-read on a timer in case a
+// notification is lost. While the database does not answer, every host's
+// state is FleetUnknown and the Transport runs on its local state; the
+// Coordinator keeps trying, and rejoins when the database is back.
+// Close it to stop its goroutines. It is safe for concurrent use.
+type Coordinator struct {
+	pool *pgxpool.Pool
+	cfg  config
+
+	mu    sync.Mutex // guards hosts
+	hosts map[string]*coordHost
+	fresh chan struct{} // a host was added: read its row soon
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ grantretry.Fleet = (*Coordinator)(nil)
+
+type coordHost struct {
+	c         *Coordinator
+	key       string
+	state     atomic.Int32 // grantretry.FleetState
+	successes atomic.Int64 // counted since the last deposit
+}
+
+// NewCoordinator starts the Coordinator of this process on pool's
+// database: its listener and its timers. Run Migrate first.
+func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, cancel: cancel, fresh: make(chan struct{}, 1)}
+	c.wg.Add(2)
+	go c.listen(ctx)
+	go c.tick(ctx)
+	return c
+}
+
+// Close stops the Coordinator's goroutines and deposits what it counted.
+func (c *Coordinator) Close() {
+	c.cancel()
+	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.deposit(ctx)
+}
+
+// Host returns the fleet's view of the host key, the same for one key.
+func (c *Coordinator) Host(key string) grantretry.FleetHost {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.hosts[key]
+	if !ok {
+		h = &coordHost{c: c, key: key}
+		c.hosts[key] = h
+		select { // never waits: tick reads it
+		case c.fresh <- struct{}{}:
+		default:
+		}
+	}
+	return h
+}
+
+func (c *Coordinator) all() []*coordHost {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*coordHost, 0, len(c.hosts))
+	for _, h := range c.hosts {
+		out = append(out, h)
+	}
+	return out
+}
+
+func (h *coordHost) State() grantretry.FleetState { return grantretry.FleetState(h.state.Load()) }
+func (h *coordHost) Succeeded()                   { h.successes.Add(1) }
+
+func (h *coordHost) set(open bool) {
+	if open {
+		h.state.Store(int32(grantretry.FleetOpen))
+	} else {
+		h.state.Store(int32(grantretry.FleetClosed))
+	}
+}
+
+// CallFailed counts a failed call; the threshold-th in a row opens the
+// fleet's breaker and announces it. One statement, one round trip.
+func (h *coordHost) CallFailed(ctx context.Context) error {
+	var open bool
+	err := h.c.pool.QueryRow(ctx, `
+		WITH u AS (
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, opened_at, probe_until)
+			VALUES ($1, $5, $5, 1, CASE WHEN $2 <= 1 THEN now() END,
+				CASE WHEN $2 <= 1 THEN now() + $3::interval ELSE '-infinity' END)
+			ON CONFLICT (host) DO UPDATE SET failures = h.failures + 1,
+				opened_at = CASE WHEN h.opened_at IS NULL AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
+				probe_until = CASE WHEN h.opened_at IS NULL AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
+			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
+		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u`,
+		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens).Scan(&open, new(bool))
+	if err != nil {
+		return err
+	}
+	h.set(open)
+	return nil
+}
+
+// Withdraw takes a token from the host's shared bucket, refilled with time
+// first (a drained bucket allows retries again after DefaultRefill), and
+// reports whether it is more than half full. One statement.
+func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
+	var allowed bool
+	err := h.c.pool.QueryRow(ctx, `
+		INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
+		ON CONFLICT (host) DO UPDATE SET refilled = now(),
+			tokens = GREATEST(LEAST(h.max_tokens,
+				h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
+		RETURNING tokens > max_tokens / 2`,
+		h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
+	return allowed, err
+}
+
+// TryProbe takes the fleet's probe lease if it is free.
+func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
+	rows, err := h.c.pool.Query(ctx, `
+		UPDATE grantretry_hosts SET probe_until = now() + $2::interval
+		WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING true`,
+		h.key, DefaultProbeEvery)
+	if err != nil {
+		return false, err
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	return len(got) == 1, err
+}
+
+// ProbeDone closes the fleet's breaker everywhere after a good probe; a
+// failed one keeps it open, and the lease it holds spaces the next probe.
+func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
+	if !ok {
+		return nil
+	}
+	_, err := h.c.pool.Exec(ctx, `
+		WITH u AS (UPDATE grantretry_hosts SET opened_at = NULL, failures = 0, probe_until = '-infinity'
+			WHERE host = $1 RETURNING host)
+		SELECT pg_notify($2, host) FROM u`, h.key, Channel)
+	if err == nil {
+		h.set(false)
+	}
+	return err
+}
+
+// listen holds the dedicated connection that hears the announcements,
+// and reconnects, a second apart, when it is lost.
+func (c *Coordinator) listen(ctx context.Context) {
+	defer c.wg.Done()
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err
+		c.unknown()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *Coordinator) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, c.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	c.reread(ctx) // what was announced before we listened
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		h := c.hosts[n.Payload]
+		c.mu.Unlock()
+		if h != nil {
+			c.rereadHosts(ctx, []*coordHost{h})
+		}
+	}
+}
+
+// tick re-reads the rows and deposits the counted successes.
+func (c *Coordinator) tick(ctx context.Context) {
+	defer c.wg.Done()
+	reread := time.NewTicker(c.cfg.reread)
+	deposit := time.NewTicker(c.cfg.depositEvery)
+	defer reread.Stop()
+	defer deposit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reread.C:
+			c.reread(ctx)
+		case <-c.fresh:
+			c.reread(ctx)
+		case <-deposit.C:
+			c.deposit(ctx)
+		}
+	}
+}
+
+func (c *Coordinator) reread(ctx context.Context) { c.rereadHosts(ctx, c.all()) }
+
+// rereadHosts reads the breaker rows of hs; a host without a row is
+// closed. When the database does not answer, every host is unknown.
+func (c *Coordinator) rereadHosts(ctx context.Context, hs []*coordHost) {
+	if len(hs) == 0 {
+		return
+	}
+	keys := make([]string, len(hs))
+	for i, h := range hs {
+		keys[i] = h.key
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rows, err := c.pool.Query(ctx,
+		`SELECT host, opened_at IS NOT NULL FROM grantretry_hosts WHERE host = ANY($1)`, keys)
+	if err != nil {
+		c.unknown()
+		return
+	}
+	open := map[string]bool{}
+	var key string
+	var o bool
+	_, err = pgx.ForEachRow(rows, []any{&key, &o}, func() error { open[key] = o; return nil })
+	if err != nil {
+		c.unknown()
+		return
+	}
+	for _, h := range hs {
+		h.set(open[h.key])
+	}
+}
+
+func (c *Coordinator) unknown() {
+	for _, h := range c.all() {
+		h.state.Store(int32(grantretry.FleetUnknown))
+	}
+}
+
+// deposit adds each host's counted successes to its bucket, tokenRatio a
+// success, and ends its run of failures. What the database does not take
+// is counted again for the next deposit.
+func (c *Coordinator) deposit(ctx context.Context) {
+	for _, h := range c.all() {
+		n := h.successes.Swap(0)
+		if n == 0 {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.pool.Exec(dctx, `UPDATE grantretry_hosts
+			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1`,
+			h.key, n, DefaultTokenRatio)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			h.successes.Add(n)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+const coordURL = "http://funder.example/submit"
+const coordKey = "http://funder.example:80"
+
+// process is one process of a fleet: a Coordinator and a Transport whose
+// funder answers with status.
+type process struct {
+	co     *Coordinator
+	tr     *grantretry.Transport
+	status atomic.Int32
+	sent   atomic.Int32
+}
+
+func newProcess(t *testing.T, opts ...Option) *process {
+	p := &process{}
+	p.status.Store(503)
+	p.co = NewCoordinator(newPoolFor(t), opts...)
+	t.Cleanup(p.co.Close)
+	p.tr = grantretry.New(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		p.sent.Add(1)
+		rec := newRecorder()
+		rec.WriteHeader(int(p.status.Load()))
+		return rec.result(r), nil
+	}), grantretry.WithFleet(p.co), grantretry.WithClock(instantClock{}), grantretry.WithBudget(0, time.Minute))
+	return p
+}
+
+func (p *process) call(t *testing.T) grantretry.Outcome {
+	req, _ := http.NewRequest(http.MethodGet, coordURL, nil)
+	resp, err := p.tr.RoundTrip(req)
+	var e *grantretry.Error
+	if errors.As(err, &e) {
+		return e.Outcome
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	out, _ := grantretry.OutcomeOf(resp)
+	return out
+}
+
+func (p *process) state() grantretry.FleetState { return p.co.Host(coordKey).State() }
+
+func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("waited 5s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func TestCoordinatorSharesTheBreakerAcrossProcesses(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	// A long re-read: the other process learns by NOTIFY.
+	a, b := newProcess(t, WithReread(time.Minute)), newProcess(t, WithReread(time.Minute))
+	a.call(t)
+	b.call(t)
+	waitFor(t, "the fleet's state", func() bool {
+		return a.state() != grantretry.FleetUnknown && b.state() != grantretry.FleetUnknown
+	})
+	// Each failed call reports once; a report that misses the 5 ms limit
+	// (a loaded machine, -race) is not counted, so call until it opens.
+	calls := 2
+	for ; a.state() != grantretry.FleetOpen && calls < 50; calls++ {
+		a.call(t)
+	}
+	if a.state() != grantretry.FleetOpen {
+		t.Fatalf("a: %v after %d failed calls in the fleet", a.state(), calls)
+	}
+	t.Logf("the fleet's breaker opened on failed call %d (threshold %d)", calls, DefaultThreshold)
+	heard := waitFor(t, "b to hear the breaker open", func() bool { return b.state() == grantretry.FleetOpen })
+	t.Logf("b heard the breaker open after %v", heard)
+	sent := b.sent.Load()
+	if out := b.call(t); out.Disposition != grantretry.CircuitOpen || b.sent.Load() != sent {
+		t.Fatalf("b while the fleet is open: %+v", out)
+	}
+	// The probe lease: after DefaultProbeEvery, one process probes.
+	a.status.Store(200)
+	b.status.Store(200)
+	if _, err := pool.Exec(context.Background(), `UPDATE grantretry_hosts SET probe_until = now()`); err != nil {
+		t.Fatal(err)
+	}
+	out := a.call(t)
+	if out.Disposition != grantretry.Succeeded {
+		t.Fatalf("a's probe: %+v", out)
+	}
+	back := waitFor(t, "b to hear the breaker close", func() bool { return b.state() == grantretry.FleetClosed })
+	t.Logf("b sends again %v after the successful probe", back)
+	if back > time.Second {
+		t.Errorf("b heard the close after %v, want within 1s", back)
+	}
+}
+
+func TestCoordinatorOneProbeAtATime(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	ps := make([]*process, 4)
+	for i := range ps {
+		ps[i] = newProcess(t)
+	}
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO grantretry_hosts (host, tokens, max_tokens, opened_at, probe_until)
+		VALUES ($1, 10, 10, now(), now() - interval '1s')`, coordKey); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, p := range ps {
+		ok, err := p.co.Host(coordKey).TryProbe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			got++
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d processes got the probe lease, want 1", got)
+	}
+}
+
+func TestCoordinatorSharedBudgetRefusesRetries(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	a, b := newProcess(t), newProcess(t)
+	ctx := context.Background()
+	allowed := true
+	n := 0
+	for allowed {
+		p := a
+		if n%2 == 1 {
+			p = b
+		}
+		var err error
+		if allowed, err = p.co.Host(coordKey).Withdraw(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	// 10 tokens, refused once at or below 5: the 5th failure across the
+	// fleet ends retries, whichever process it came from (the 6th if the
+	// time refill added a sliver meanwhile).
+	if n != 5 && n != 6 {
+		t.Fatalf("retries refused after %d failures, want 5", n)
+	}
+}
+
+func TestCoordinatorGoesUnknownWhenTheDatabaseIsAwayAndRejoins(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	p := newProcess(t, WithReread(50*time.Millisecond))
+	p.call(t)
+	waitFor(t, "the fleet's state", func() bool { return p.state() == grantretry.FleetClosed })
+	var db string
+	if err := pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	away(t, pool, db, true)
+	waitFor(t, "unknown", func() bool { return p.state() == grantretry.FleetUnknown })
+	start := time.Now()
+	out := p.call(t)
+	if el := time.Since(start); el > 50*time.Millisecond {
+		t.Errorf("a call with the database away took %v", el)
+	}
+	if out.Attempts != 1 {
+		t.Fatalf("%+v", out)
+	}
+	away(t, pool, db, false)
+	waitFor(t, "rejoin", func() bool { return p.state() == grantretry.FleetClosed })
+}

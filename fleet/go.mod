@@ -1,0 +1,22 @@
+module github.com/grantretry/grantretry/fleet
+
+go 1.25.0
+
+replace github.com/grantretry/grantretry => ../
+
+require (
+	github.com/grantretry/grantretry v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
+)
+
+require (
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

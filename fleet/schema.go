@@ -1,0 +1,100 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// schema creates every table of the fleet; each statement is idempotent.
+// The trail's table is append-only: a trigger refuses UPDATE, DELETE and
+// TRUNCATE, whoever runs them (a superuser can still disable the trigger,
+// which VerifyTrail then catches by the chain).
+const schema = `
+CREATE TABLE IF NOT EXISTS grantretry_letters (
+	id             text PRIMARY KEY,
+	created        timestamptz NOT NULL,
+	letter         jsonb NOT NULL,
+	state          text NOT NULL DEFAULT 'waiting' CHECK (state IN ('waiting', 'redelivered')),
+	claimed_by     text,
+	lease_until    timestamptz,
+	claims         bigint NOT NULL DEFAULT 0,
+	redelivered_at timestamptz,
+	result         jsonb
+);
+CREATE INDEX IF NOT EXISTS grantretry_letters_waiting
+	ON grantretry_letters (created, id) WHERE state = 'waiting';
+
+CREATE TABLE IF NOT EXISTS grantretry_trail (
+	writer  text   NOT NULL,
+	seq     bigint NOT NULL CHECK (seq > 0),
+	record  text   NOT NULL,
+	prev    text   NOT NULL,
+	hash    text   NOT NULL,
+	written timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (writer, seq)
+);
+CREATE OR REPLACE FUNCTION grantretry_trail_append_only() RETURNS trigger
+	LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'grantretry_trail is append-only: % refused', TG_OP;
+END $$;
+DROP TRIGGER IF EXISTS grantretry_trail_append_only ON grantretry_trail;
+CREATE TRIGGER grantretry_trail_append_only
+	BEFORE UPDATE OR DELETE ON grantretry_trail
+	FOR EACH ROW EXECUTE FUNCTION grantretry_trail_append_only();
+DROP TRIGGER IF EXISTS grantretry_trail_no_truncate ON grantretry_trail;
+CREATE TRIGGER grantretry_trail_no_truncate
+	BEFORE TRUNCATE ON grantretry_trail
+	FOR EACH STATEMENT EXECUTE FUNCTION grantretry_trail_append_only();
+
+CREATE TABLE IF NOT EXISTS grantretry_hosts (
+	host         text PRIMARY KEY,
+	failures     bigint NOT NULL DEFAULT 0,
+	open_until   timestamptz,
+	opened_at    timestamptz,
+	probe_until  timestamptz NOT NULL DEFAULT '-infinity',
+	probe_wait   interval NOT NULL DEFAULT '0',
+	tokens       double precision NOT NULL,
+	max_tokens   double precision NOT NULL,
+	refilled     timestamptz NOT NULL DEFAULT now(),
+	version      bigint NOT NULL DEFAULT 0
+);
+`
+
+// schemaLock is the advisory lock Migrate holds, so that processes
+// starting together do not race to create the same tables.
+const schemaLock = 0x6772616e74 // "grant"
+
+// Migrate creates the fleet's tables, functions and triggers if they are
+// missing. Run it once, as the role that owns them, before the processes
+// start (or from each: it is idempotent and serialised by an advisory
+// lock). The application role needs only SELECT and INSERT on
+// grantretry_trail; see GrantStatements.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
+			return fmt.Errorf("grantretry: fleet: migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, schema); err != nil {
+			return fmt.Errorf("grantretry: fleet: migrate: %w", err)
+		}
+		return nil
+	})
+}
+
+// GrantStatements returns the statements that give role what the fleet
+// needs and no more: on the trail, SELECT and INSERT only, so that the
+// application cannot rewrite what it recorded. role must be a plain SQL
+// identifier; it is quoted.
+func GrantStatements(role string) []string {
+	r := pgx.Identifier{role}.Sanitize()
+	return []string{
+		"GRANT SELECT, INSERT ON grantretry_trail TO " + r,
+		"REVOKE UPDATE, DELETE, TRUNCATE ON grantretry_trail FROM " + r,
+		"GRANT SELECT, INSERT, UPDATE ON grantretry_letters TO " + r,
+		"GRANT SELECT, INSERT, UPDATE ON grantretry_hosts TO " + r,
+	}
+}

@@ -1,0 +1,263 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Trail is a grantretry.AuditSink that writes this process's audit
+// records to the table grantretry_trail, as a hash chain of its own (its
+// writer id, then seq, prev and hash, in the format of the trail file's
+// chain: a writer's records, one a line, verify as a trail file). Write
+// buffers a record; Sync chains the records buffered so far and commits
+// them in one transaction, so a disposition is committed before RoundTrip
+// returns. Concurrent Syncs are served by one commit (group commit).
+//
+// When a commit fails or takes longer than the limit, Trail fails over:
+// with a local trail file (WithLocalTrail) the records go there, durably,
+// and Sync succeeds; the database is tried again a second later, and the
+// chain there goes on without a gap. Without one, Trail fails closed: Err
+// reports the failure for good and the Transport sends nothing more.
+// Either way a disposition the caller saw is durable somewhere that
+// VerifyTrail and trail.Verify check. Trail is safe for concurrent use.
+type Trail struct {
+	pool   *pgxpool.Pool
+	cfg    config
+	writer string
+
+	// mu guards pending and err.
+	mu      sync.Mutex
+	pending [][]byte // records written since the last Sync took them
+	err     error    // sticky
+
+	// syncMu serialises commits; it guards everything below.
+	syncMu    sync.Mutex
+	seq       uint64   // of the last record committed
+	last      [32]byte // hash of the last record committed
+	h         hash.Hash
+	buf       []byte
+	downUntil time.Time // the database is not tried before then
+	resync    bool      // a commit's fate is unknown: re-read the head first
+	fellBack  int       // records written to the local trail
+}
+
+var _ grantretry.AuditSink = (*Trail)(nil)
+
+// MsgTrailOpened is the first record of every writer's chain.
+const MsgTrailOpened = "grantretry.fleet_trail_opened"
+
+// retryAfterFailure is how long Trail writes to its local trail after the
+// database failed it, before it tries the database again.
+const retryAfterFailure = time.Second
+
+// NewTrail returns the Trail of this process in pool's database. Its
+// writer id is WithWriter's, or a new random one; with a WithWriter id
+// whose chain already has records, the chain goes on from its last record
+// (the database must answer). Run Migrate first.
+func NewTrail(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Trail, error) {
+	t := &Trail{pool: pool, cfg: newConfig(opts), h: sha256.New()}
+	t.writer = t.cfg.writer
+	if t.writer == "" {
+		host, _ := os.Hostname()
+		t.writer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomID())
+	} else if err := t.readHead(ctx); err != nil {
+		return nil, err
+	}
+	opened := fmt.Sprintf(`{"ts":%q,"level":"info","msg":%q,"writer":%q,"pid":%d,"continues":%d}`+"\n",
+		t.cfg.now().UTC().Format(time.RFC3339Nano), MsgTrailOpened, t.writer, os.Getpid(), t.seq)
+	t.pending = append(t.pending, []byte(opened))
+	return t, nil
+}
+
+// Writer returns the id of this process's chain.
+func (t *Trail) Writer() string { return t.writer }
+
+// Write buffers p, one or more JSON records each ending in "\n", to be
+// committed by the next Sync.
+func (t *Trail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return 0, t.err
+	}
+	for line := p; len(line) > 0; {
+		i := bytes.IndexByte(line, '\n')
+		if i < 2 || line[0] != '{' || line[i-1] != '}' {
+			return 0, fmt.Errorf("%w: fleet: a record must be a JSON object on one line", grantretry.ErrAuditTrail)
+		}
+		t.pending = append(t.pending, append([]byte(nil), line[:i+1]...))
+		line = line[i+1:]
+	}
+	return len(p), nil
+}
+
+// Err returns the failure that broke the Trail, nil while it is healthy.
+func (t *Trail) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Sync commits every record written before it, in one transaction
+// bounded by the limit, or fails over to the local trail (see Trail).
+func (t *Trail) Sync() error {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
+	t.mu.Lock()
+	recs, err := t.pending, t.err
+	t.pending = nil
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil // another Sync committed them
+	}
+	now := t.cfg.now()
+	if now.Before(t.downUntil) {
+		return t.failOver(recs, errors.New("the database failed a moment ago"))
+	}
+	err = t.commit(recs)
+	if err == nil {
+		return nil
+	}
+	t.downUntil = now.Add(retryAfterFailure)
+	return t.failOver(recs, err)
+}
+
+// commit chains recs after the last committed record and inserts them.
+// syncMu must be held.
+func (t *Trail) commit(recs [][]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.limit)
+	defer cancel()
+	if t.resync {
+		if err := t.readHead(ctx); err != nil {
+			return err
+		}
+		t.resync = false
+	}
+	seq, last := t.seq, t.last
+	n := len(recs)
+	seqs, lines, prevs, hashes := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, rec := range recs {
+		prevs[i] = hex.EncodeToString(last[:])
+		seq++
+		var line []byte
+		line, last = t.chain(rec, seq, last)
+		seqs[i], lines[i], hashes[i] = int64(seq), string(line), hex.EncodeToString(last[:])
+	}
+	// One statement, one round trip, committed on its own.
+	_, err := t.pool.Exec(ctx, `INSERT INTO grantretry_trail (writer, seq, record, prev, hash)
+		SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[])`,
+		t.writer, seqs, lines, prevs, hashes)
+	if err != nil {
+		// The commit may have happened with its answer lost.
+		t.resync = true
+		return err
+	}
+	t.seq, t.last = seq, last
+	return nil
+}
+
+// chain returns rec with the chain fields of record seq after prev, as
+// the trail file writes them, without the newline, and its hash.
+func (t *Trail) chain(rec []byte, seq uint64, prev [32]byte) ([]byte, [32]byte) {
+	b := append(t.buf[:0], rec[:len(rec)-2]...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"prev":"`...)
+	b = hex.AppendEncode(b, prev[:])
+	b = append(b, '"')
+	var sum [32]byte
+	t.h.Reset()
+	t.h.Write(prev[:])
+	t.h.Write(b)
+	t.h.Sum(sum[:0])
+	b = append(b, `,"hash":"`...)
+	b = hex.AppendEncode(b, sum[:])
+	b = append(b, `"}`...)
+	t.buf = b
+	return append([]byte(nil), b...), sum
+}
+
+// readHead sets seq and last from the writer's last committed record.
+func (t *Trail) readHead(ctx context.Context) error {
+	var seq int64
+	var h string
+	err := t.pool.QueryRow(ctx,
+		`SELECT seq, hash FROM grantretry_trail WHERE writer = $1 ORDER BY seq DESC LIMIT 1`,
+		t.writer).Scan(&seq, &h)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		t.seq, t.last = 0, [32]byte{}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: fleet: reading writer %s's last record: %w", grantretry.ErrAuditTrail, t.writer, err)
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 32 {
+		return fmt.Errorf("%w: fleet: writer %s's last record has a bad hash", grantretry.ErrAuditTrail, t.writer)
+	}
+	t.seq = uint64(seq)
+	copy(t.last[:], b)
+	return nil
+}
+
+// failOver writes recs to the local trail and syncs it, or, without one,
+// breaks the Trail for good. syncMu must be held.
+func (t *Trail) failOver(recs [][]byte, cause error) error {
+	local := t.cfg.localTrail
+	if local == nil {
+		return t.fail(cause)
+	}
+	for _, rec := range recs {
+		if _, err := local.Write(rec); err != nil {
+			return t.fail(errors.Join(cause, err))
+		}
+	}
+	if err := local.Sync(); err != nil {
+		return t.fail(errors.Join(cause, err))
+	}
+	t.fellBack += len(recs)
+	return nil
+}
+
+func (t *Trail) fail(cause error) error {
+	err := fmt.Errorf("%w: fleet: writer %s: %w", grantretry.ErrAuditTrail, t.writer, cause)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = err
+	}
+	return t.err
+}
+
+// FellBack returns how many records went to the local trail because the
+// database did not take them.
+func (t *Trail) FellBack() int {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
+	return t.fellBack
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,240 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"strconv"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TrailError is the first broken record VerifyTrail found in a writer's
+// chain. It matches grantretry.ErrAuditTrail.
+type TrailError struct {
+	Writer  string
+	Seq     uint64 // the record's seq, or the seq the chain expected there
+	Problem string
+}
+
+func (e *TrailError) Error() string {
+	return fmt.Sprintf("grantretry: audit trail: database writer %s, record seq %d: %s", e.Writer, e.Seq, e.Problem)
+}
+
+// Is matches grantretry.ErrAuditTrail.
+func (e *TrailError) Is(target error) bool { return target == grantretry.ErrAuditTrail }
+
+// WriterSummary describes one writer's verified chain.
+type WriterSummary struct {
+	Writer   string
+	Records  int
+	LastSeq  uint64
+	LastHash string // keep it outside the database: a cut tail shows only against it
+}
+
+// TrailSummary describes the verified trail of the fleet.
+type TrailSummary struct {
+	Writers      []WriterSummary // by writer id
+	Records      int
+	Messages     map[string]int // records per msg
+	Dispositions map[string]int // disposition records per disposition
+}
+
+// TrailRecord is one record of the fleet's trail as ReadTrail hands it
+// over.
+type TrailRecord struct {
+	Writer string
+	Seq    uint64
+	Hash   string
+	Time   time.Time
+	Level  string
+	Msg    string
+	Fields map[string]any // every other key, numbers as json.Number
+}
+
+// VerifyTrail checks every writer's hash chain in the trail table: each
+// record's hash, that it follows the record before (seq and prev), that
+// the chain starts at seq 1, and that the columns agree with the record.
+// It returns a *TrailError naming the writer and seq of the first broken
+// record: an edit, or a deletion, even by a superuser who disabled the
+// trigger. A cut tail (the last records of a chain deleted) shows only
+// against a LastHash kept elsewhere.
+func VerifyTrail(ctx context.Context, pool *pgxpool.Pool) (TrailSummary, error) {
+	return ReadTrail(ctx, pool, nil)
+}
+
+// ReadTrail verifies the trail as VerifyTrail does and hands every record
+// to fn, writer by writer, in chain order. It stops at the first broken
+// record or at fn's first error, which it returns. fn may be nil.
+func ReadTrail(ctx context.Context, pool *pgxpool.Pool, fn func(TrailRecord) error) (TrailSummary, error) {
+	sum := TrailSummary{Messages: map[string]int{}, Dispositions: map[string]int{}}
+	rows, err := pool.Query(ctx,
+		`SELECT writer, seq, record, prev, hash FROM grantretry_trail ORDER BY writer, seq`)
+	if err != nil {
+		return sum, fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
+	}
+	defer rows.Close()
+	v := chainVerifier{h: sha256.New()}
+	for rows.Next() {
+		var writer, record, prev, hsh string
+		var seq int64
+		if err := rows.Scan(&writer, &seq, &record, &prev, &hsh); err != nil {
+			return sum, fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
+		}
+		if writer != v.writer {
+			v.next(&sum, writer)
+		}
+		rec, err := v.check(writer, uint64(seq), []byte(record), prev, hsh)
+		if err != nil {
+			return sum, err
+		}
+		sum.Records++
+		sum.Messages[rec.Msg]++
+		if rec.Msg == grantretry.MsgDisposition {
+			if d, ok := rec.Fields[grantretry.FieldDisposition].(string); ok {
+				sum.Dispositions[d]++
+			}
+		}
+		if fn != nil {
+			if err := fn(rec); err != nil {
+				return sum, err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sum, fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
+	}
+	v.next(&sum, "")
+	return sum, nil
+}
+
+// chainVerifier follows one writer's chain at a time.
+type chainVerifier struct {
+	h      hash.Hash
+	writer string
+	cur    WriterSummary
+	seq    uint64
+	last   [32]byte
+}
+
+// next closes the current writer's summary and starts writer's.
+func (v *chainVerifier) next(sum *TrailSummary, writer string) {
+	if v.writer != "" {
+		v.cur.LastSeq, v.cur.LastHash = v.seq, hex.EncodeToString(v.last[:])
+		sum.Writers = append(sum.Writers, v.cur)
+	}
+	v.writer, v.cur, v.seq, v.last = writer, WriterSummary{Writer: writer}, 0, [32]byte{}
+}
+
+func (v *chainVerifier) check(writer string, seq uint64, line []byte, prevCol, hashCol string) (TrailRecord, error) {
+	broken := func(seq uint64, format string, args ...any) (TrailRecord, error) {
+		return TrailRecord{}, &TrailError{Writer: writer, Seq: seq, Problem: fmt.Sprintf(format, args...)}
+	}
+	if seq != v.seq+1 {
+		if seq > v.seq+1 {
+			return broken(v.seq+1, "seq %d follows seq %d: %d records missing (deleted?)", seq, v.seq, seq-v.seq-1)
+		}
+		return broken(seq, "seq %d follows seq %d", seq, v.seq)
+	}
+	l, ok := parseChain(line)
+	if !ok {
+		return broken(seq, "no chain fields (seq, prev, hash) at the end of the record (edited?)")
+	}
+	var sum [32]byte
+	v.h.Reset()
+	v.h.Write(l.prev[:])
+	v.h.Write(l.hashed)
+	v.h.Sum(sum[:0])
+	switch {
+	case sum != l.hash:
+		return broken(seq, "hash does not match the record (edited?)")
+	case l.seq != seq:
+		return broken(seq, "the record says seq %d (edited?)", l.seq)
+	case l.prev != v.last:
+		return broken(seq, "prev is not the hash of seq %d (edited, or a record replaced?)", v.seq)
+	case prevCol != hex.EncodeToString(l.prev[:]) || hashCol != hex.EncodeToString(l.hash[:]):
+		return broken(seq, "the prev or hash column does not match the record (edited?)")
+	}
+	v.seq, v.last = seq, l.hash
+	v.cur.Records++
+	rec, err := decodeRecord(l.hashed)
+	if err != nil {
+		return broken(seq, "%v", err)
+	}
+	rec.Writer, rec.Seq, rec.Hash = writer, seq, hex.EncodeToString(l.hash[:])
+	return rec, nil
+}
+
+// chainLink is a record's chain fields, as the trail file writes them.
+type chainLink struct {
+	seq    uint64
+	prev   [32]byte
+	hash   [32]byte
+	hashed []byte
+}
+
+const (
+	seqKey  = `,"seq":`
+	prevKey = `,"prev":"`
+	hashKey = `,"hash":"`
+)
+
+// parseChain reads `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}` at the
+// end of line.
+func parseChain(line []byte) (chainLink, bool) {
+	var l chainLink
+	i := bytes.LastIndex(line, []byte(hashKey))
+	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return l, false
+	}
+	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
+		return l, false
+	}
+	hashed := line[:i]
+	j := bytes.LastIndex(hashed, []byte(prevKey))
+	if j < 0 || len(hashed)-j != len(prevKey)+64+1 {
+		return l, false
+	}
+	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
+		return l, false
+	}
+	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
+	if k < 0 {
+		return l, false
+	}
+	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
+	if err != nil {
+		return l, false
+	}
+	l.seq, l.hashed = seq, hashed
+	return l, true
+}
+
+// decodeRecord reads the record's own fields (hashed ends before the
+// chain's prev; its seq and prev are dropped).
+func decodeRecord(hashed []byte) (TrailRecord, error) {
+	var rec TrailRecord
+	obj := append(append([]byte(nil), hashed...), '}')
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return rec, fmt.Errorf("not a JSON object: %v", err)
+	}
+	rec.Level, _ = m["level"].(string)
+	rec.Msg, _ = m["msg"].(string)
+	if ts, ok := m["ts"].(string); ok {
+		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
+	}
+	for _, k := range []string{"ts", "level", "msg", "seq", "prev"} {
+		delete(m, k)
+	}
+	rec.Fields = m
+	return rec, nil
+}
