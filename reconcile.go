@@ -312,9 +312,10 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 // resend on its own after writing it with no GetBody to refuse (a keyed
 // request with no body), whether it sets out to do so.
 type attemptTrace struct {
+	ct       httptrace.ClientTrace
 	guard    bool // stop resends
 	closeH2C bool // a plain connection may be closed: it is not HTTP/2
-	cancel   context.CancelCauseFunc
+	cancel   context.CancelCauseFunc // ends the attempt; set when guard is
 
 	mu      sync.Mutex
 	getConn bool // the inner transport asked for a connection
@@ -327,12 +328,12 @@ type attemptTrace struct {
 // the attempt when a resend is stopped.
 func withAttemptTrace(ctx context.Context, cancel context.CancelCauseFunc, guard, closeH2C bool) (context.Context, *attemptTrace) {
 	t := &attemptTrace{guard: guard, closeH2C: closeH2C, cancel: cancel}
-	ct := &httptrace.ClientTrace{GetConn: t.gettingConn, GotConn: t.gotConnection}
+	t.ct.GetConn, t.ct.GotConn = t.gettingConn, t.gotConnection
 	if guard {
-		ct.WroteRequest = t.wroteRequest
-		ct.GotFirstResponseByte = t.gotFirstByte
+		t.ct.WroteRequest = t.wroteRequest
+		t.ct.GotFirstResponseByte = t.gotFirstByte
 	}
-	return httptrace.WithClientTrace(ctx, ct), t
+	return httptrace.WithClientTrace(ctx, &t.ct), t
 }
 
 func (t *attemptTrace) gettingConn(string) {

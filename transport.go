@@ -592,7 +592,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		}()
 	}
 	if guard := c.guardsResend(); guard || c.pol.reconciler != nil {
-		if cancel == nil {
+		if cancel == nil && guard {
 			actx, acancel := context.WithCancelCause(ctx)
 			ctx, cancel = actx, acancel
 			a.stop = func(release bool) {
