@@ -313,8 +313,8 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 // request with no body), whether it sets out to do so.
 type attemptTrace struct {
 	ct       httptrace.ClientTrace
-	guard    bool // stop resends
-	closeH2C bool // a plain connection may be closed: it is not HTTP/2
+	guard    bool                    // stop resends
+	closeH2C bool                    // a plain connection may be closed: it is not HTTP/2
 	cancel   context.CancelCauseFunc // ends the attempt; set when guard is
 
 	mu      sync.Mutex
