@@ -34,7 +34,8 @@ type ReconcileFunc func(ctx context.Context, q ReconcileQuery) (*http.Response, 
 type ReconcileQuery struct {
 	// Request is a copy of the caller's request, with the Transport's
 	// Idempotency-Key and X-Correlation-ID; its body, if any, is fresh and
-	// can be read again through GetBody.
+	// can be read again through GetBody. The Transport closes that body
+	// once the reconciler has returned.
 	Request        *http.Request
 	SubmissionID   string // from WithSubmissionID, "" if none
 	IdempotencyKey string
@@ -147,6 +148,9 @@ func (c *call) askReconciler(ctx context.Context) (*http.Response, error) {
 		var a answer
 		returned := false
 		defer func() {
+			if q.Request.Body != nil {
+				q.Request.Body.Close()
+			}
 			switch v := recover(); {
 			case v != nil:
 				a = answer{panicV: v, panics: true}
