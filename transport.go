@@ -306,17 +306,21 @@ func (c *call) startContexts() {
 }
 
 // deadlineExpired is the call timer's callback.
-func (c *call) deadlineExpired() { c.expire(c.callCancel, errCallDeadline, false) }
+func (c *call) deadlineExpired() { c.expire(c.callCancel, errCallDeadline, nil) }
 
 // expire carries out a timer of the call: it cancels with cause, unless a
-// response is held, in which case the cancellation is left pending.
-func (c *call) expire(cancel context.CancelCauseFunc, cause error, attempt bool) {
+// response is held, in which case the cancellation is left pending. An
+// attempt's timer passes its stopped flag (guarded by timerMu): a callback
+// that runs after its attempt ended does nothing, so it cannot take the
+// place of the next attempt's pending cancellation.
+func (c *call) expire(cancel context.CancelCauseFunc, cause error, stopped *bool) {
 	c.timerMu.Lock()
 	defer c.timerMu.Unlock()
 	switch {
+	case stopped != nil && *stopped:
 	case !c.held:
 		cancel(cause)
-	case attempt:
+	case stopped != nil:
 		c.pendingAttempt = cancel
 	default:
 		c.pendingCall = true
@@ -575,10 +579,17 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 	var cancel context.CancelCauseFunc
 	if d := c.pol.attemptTimeout; d > 0 {
 		actx, acancel := context.WithCancelCause(ctx)
-		timer := time.AfterFunc(d, func() { c.expire(acancel, errAttemptTimeout, true) })
+		stopped := false // guarded by timerMu: a late callback of this attempt's timer does nothing
+		timer := time.AfterFunc(d, func() { c.expire(acancel, errAttemptTimeout, &stopped) })
 		ctx, cancel = actx, acancel
 		a.stop = func(release bool) {
-			timer.Stop()
+			if !timer.Stop() {
+				// It fired, or is firing: keep its callback off the
+				// next attempt's pending cancellation.
+				c.timerMu.Lock()
+				stopped = true
+				c.timerMu.Unlock()
+			}
 			if release {
 				acancel(nil)
 			}
