@@ -95,7 +95,7 @@ func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
-		return nil, fmt.Errorf("letter %s: %w: %w", l.ID, ErrNotReconciled, err)
+		return nil, fmt.Errorf("%w (letter %s): %w", ErrNotReconciled, l.ID, err)
 	case resp == nil:
 		return nil, nil
 	}
