@@ -164,7 +164,7 @@ func newMetrics(mp metric.MeterProvider, h *hosts) *metrics {
 	out.callAttempts, err = m.Int64Histogram("grantretry.call.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts per logical call."), metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 6, 8, 10))
 	errs = append(errs, err)
-	breaker, err := m.Int64ObservableGauge("grantretry.breaker.state", metric.WithUnit("1"),
+	breaker, err := m.Int64ObservableGauge("grantretry.breaker.state", metric.WithUnit("{state}"),
 		metric.WithDescription("1 for each host's breaker state now, 0 for its other states."))
 	errs = append(errs, err)
 	tokens, err := m.Float64ObservableGauge("grantretry.throttle.tokens", metric.WithUnit("{token}"),
