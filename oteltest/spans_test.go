@@ -26,7 +26,7 @@ func recorder(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) 
 func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
