@@ -1,6 +1,7 @@
 package grantretry
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -153,8 +155,12 @@ func sinkErr(err error) error {
 // the trail's error: the logger's are zap's to handle, the trail's are the
 // caller's to know.
 func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Field) error {
-	if ce := t.log.Check(level, msg); ce != nil {
+	ce := t.log.Check(level, msg)
+	if ce != nil {
 		ce.Write(fields...)
+	}
+	if t.met != nil && (ce != nil || t.cfg.trailCore != nil) {
+		t.met.auditRecords.Add(context.Background(), 1, metric.WithAttributes(keyAuditMessage.String(msg)))
 	}
 	if t.cfg.trailCore == nil {
 		return nil
@@ -168,6 +174,7 @@ func (c *call) trailFailed(err error) {
 	if !c.trailBroken {
 		c.trailBroken = true
 		c.recordFailed(sinkErr(err))
+		c.observeRecordFailure(recordAuditTrail)
 	}
 }
 
@@ -269,11 +276,23 @@ func (c *call) logDisposition(cause error) {
 	))
 	if err == nil && c.t.cfg.trail != nil {
 		// The caller learns the disposition only once it is on disk.
-		err = c.t.cfg.trail.Sync()
+		err = c.syncTrail()
 	}
 	if err != nil {
 		c.trailFailed(err)
 	}
+}
+
+// syncTrail syncs the audit trail, timed when there are metrics.
+func (c *call) syncTrail() error {
+	m := c.t.met
+	if m == nil {
+		return c.t.cfg.trail.Sync()
+	}
+	start := time.Now()
+	err := c.t.cfg.trail.Sync()
+	m.auditSync.Record(context.Background(), time.Since(start).Seconds())
+	return err
 }
 
 // logBreakerChanges writes the state changes the call's host's breaker
@@ -284,6 +303,9 @@ func (c *call) logBreakerChanges() {
 	// the goroutine whose attempt opened it, not when it is next asked.
 	hb.settleIfUnset()
 	for _, ch := range hb.takeChanges() {
+		if c.t.met != nil {
+			c.observeBreaker(ch)
+		}
 		if !c.t.auditing(zap.WarnLevel) {
 			continue
 		}

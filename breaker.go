@@ -198,6 +198,18 @@ func (hb *hostBreaker) takeChanges() []stateChange {
 	return out
 }
 
+// state is the breaker's state as the gate sees it, read without asking
+// gobreaker (whose State moves an expired open breaker to half-open).
+func (hb *hostBreaker) state() gobreaker.State {
+	switch {
+	case hb.halfOpen.Load():
+		return gobreaker.StateHalfOpen
+	case hb.gate.Load() != 0:
+		return gobreaker.StateOpen
+	}
+	return gobreaker.StateClosed
+}
+
 // isOpen reports whether the breaker would refuse an attempt now.
 func (hb *hostBreaker) isOpen() bool {
 	return hb != nil && hb.refusing()

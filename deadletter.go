@@ -107,9 +107,13 @@ func (c *call) keepLetter(lastErr error) {
 	l := c.letter(lastErr)
 	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
 		c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+		c.observeRecordFailure(recordDeadLetter)
 		return
 	}
 	c.out.DeadLetterID = l.ID
+	if m := c.t.met; m != nil {
+		m.deadLetters.Add(context.Background(), 1, c.hostOnly(keyDisposition.String(string(c.out.Disposition))))
+	}
 }
 
 // letter builds the Letter of the ended call, with its secrets left out.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // hostState is what one Transport keeps per funder host: its retry policy,
@@ -18,6 +20,9 @@ type hostState struct {
 	breaker  *hostBreaker
 	throttle *retryThrottle
 	fleet    FleetHost // nil without WithFleet
+	// attrs name the host on instruments and spans; nil without them.
+	attrs []attribute.KeyValue
+	sets  measureSets // the attribute sets of its calls' measurements
 }
 
 // ForHost applies opts to the calls whose URL host matches host, on top of
@@ -197,6 +202,9 @@ func (h *hosts) get(key string) *hostState {
 	}
 	if cfg.fleet != nil {
 		hs.fleet = cfg.fleet.Host(key)
+	}
+	if cfg.meterProvider != nil || cfg.tracerProvider != nil {
+		hs.attrs = hostAttrs(key)
 	}
 	v, _ := h.byKey.LoadOrStore(key, hs)
 	return v.(*hostState)

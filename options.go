@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -63,9 +65,11 @@ type config struct {
 	classifier     ClassifyFunc // nil: the status sets alone
 	rules          []hostRule   // ForHost's, in the order given
 	reconciler     ReconcileFunc
-	trail          AuditSink    // nil: no audit trail
-	trailCore      zapcore.Core // writes the trail's records; nil without a trail
-	fleet          Fleet        // nil: every process on its own
+	trail          AuditSink            // nil: no audit trail
+	trailCore      zapcore.Core         // writes the trail's records; nil without a trail
+	fleet          Fleet                // nil: every process on its own
+	meterProvider  metric.MeterProvider // nil: no metrics
+	tracerProvider trace.TracerProvider // nil: no spans
 	errs           []error
 }
 

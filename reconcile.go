@@ -126,6 +126,9 @@ func (c *call) reconcile(ctx context.Context) (resp *http.Response, told bool) {
 		c.out.Ambiguous = false // the funder has told
 	}
 	c.logReconcile(verdict, resp, err, time.Since(start))
+	if c.t.met != nil || c.span != nil {
+		c.observeReconcile(verdict)
+	}
 	return resp, err == nil
 }
 

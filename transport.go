@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -30,6 +31,9 @@ type Transport struct {
 	log   *zap.Logger
 	clock Clock
 	hosts *hosts
+
+	met    *metrics     // nil without WithMeterProvider
+	tracer trace.Tracer // nil without WithTracerProvider
 }
 
 // New returns a Transport that sends through next, or through
@@ -47,7 +51,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		next = cleanhttp.DefaultPooledTransport()
 	}
 	cfg.checkRules()
-	return &Transport{
+	t := &Transport{
 		next:  next,
 		cfg:   cfg,
 		err:   cfg.configError(),
@@ -55,6 +59,13 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		clock: cfg.clock,
 		hosts: &hosts{cfg: &cfg},
 	}
+	if cfg.meterProvider != nil {
+		t.met = newMetrics(cfg.meterProvider, t.hosts)
+	}
+	if cfg.tracerProvider != nil {
+		t.tracer = cfg.tracerProvider.Tracer(InstrumentationName)
+	}
+	return t
 }
 
 // CloseIdleConnections closes the idle connections of the inner transport,
@@ -147,6 +158,7 @@ type call struct {
 	trailBroken         bool // the trail's failure is already in out.RecordErr
 	failedOnce          bool // the breaker has counted one of the call's failures
 	fleet               fleetCall
+	span                trace.Span // the call's, nil without a tracer
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
@@ -156,6 +168,9 @@ type call struct {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &call{t: t, req: req}
 	c.p.size = -1
+	if t.tracer != nil && req != nil {
+		c.startSpan()
+	}
 	if err := c.prepare(); err != nil {
 		return nil, c.finishErr(err)
 	}
@@ -186,7 +201,9 @@ func (c *call) prepare() error {
 	}
 	c.host = t.hosts.forURL(req.URL)
 	c.pol = c.host.cfg
-	c.ctx = req.Context()
+	if c.span == nil {
+		c.ctx = req.Context()
+	}
 	//lint:ignore SA1019 http.Client closes Cancel for Client.Timeout, so it is the caller's cancellation too
 	c.reqCancel = req.Cancel
 
@@ -478,6 +495,9 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 		if a.stop != nil {
 			a.stop(true)
 		}
+		if a.span != nil {
+			a.span.End()
+		}
 		c.p.close()
 		c.stopContexts(true)
 	}()
@@ -500,7 +520,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 	// bookkeeping on some machines: only the audit trail needs it.
 	logging := c.t.auditing(zap.InfoLevel)
 	var sent time.Time
-	if logging {
+	if logging || c.t.met != nil {
 		sent = time.Now()
 	}
 	if c.t.cfg.letters != nil {
@@ -552,6 +572,9 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 		// Fail closed mid-call too, without waiting first.
 		d = decision{stop: StopAuditTrail, disp: DeadLetter}
 	}
+	if c.t.met != nil || a.span != nil {
+		c.observeAttempt(&a, v, d, sent)
+	}
 	return d, disp
 }
 
@@ -567,6 +590,7 @@ type sentAttempt struct {
 	class      Classification
 	classified bool
 	trace      *attemptTrace // what net/http did on the wire, when watched
+	span       trace.Span    // the attempt's, nil without a tracer
 }
 
 // attempt sends one attempt with the given body, filling in a as it goes,
@@ -613,6 +637,9 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 			}
 		}
 		ctx, a.trace = withAttemptTrace(ctx, cancel, guard, c.stopsH2C())
+	}
+	if c.span != nil {
+		ctx, a.span = c.startAttemptSpan(ctx)
 	}
 	// The first attempt may use the clone itself; later ones get a shallow
 	// copy, since the inner transport may still hold the previous request.
@@ -741,6 +768,9 @@ func (c *call) decide(resp *http.Response) decision {
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}
 	if stop, disp := c.fleetStop(c.host.throttle.allowRetry()); stop != "" {
+		if stop == StopThrottled && c.t.met != nil {
+			c.t.met.throttleRefusals.Add(context.Background(), 1, c.hostOnly())
+		}
 		return decision{stop: stop, disp: disp}
 	}
 	return decision{retry: true, wait: wait, waitSource: src}
@@ -824,6 +854,9 @@ func (c *call) finishResp(a sentAttempt) (*http.Response, error) {
 	}
 	c.keepLetter(nil)
 	c.logDisposition(nil)
+	if c.t.met != nil || c.span != nil {
+		c.observeEnd(nil)
+	}
 	return resp, nil
 }
 
@@ -843,6 +876,9 @@ func (c *call) finishErr(cause error) error {
 	if c.req != nil {
 		c.keepLetter(cause)
 		c.logDisposition(cause)
+		if c.t.met != nil || c.span != nil {
+			c.observeEnd(cause)
+		}
 	}
 	return newError(c.out, c.req, cause, c.t.cfg.redact)
 }

@@ -127,6 +127,7 @@ func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Requ
 	if l.SubmissionID != "" {
 		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
+	ctx = grantretry.WithRedelivery(ctx)
 	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
 	if err != nil {
 		return nil, badLetter(l.ID, "%v", err)

@@ -136,11 +136,11 @@ func PolicyIDs() []string {
 // Scenario's backoff and budget, scaled to real time, and a jitter source
 // seeded from the Scenario's seed.
 func (s Scenario) callOptions(index int) []grantretry.Option {
-	return []grantretry.Option{
+	return append([]grantretry.Option{
 		grantretry.WithBackoff(s.realTime(s.Base), s.realTime(s.Cap)),
 		grantretry.WithBudget(s.Retries, s.realTime(s.Deadline)),
 		grantretry.WithRandSource(rand.NewPCG(s.Seed, uint64(index))),
-	}
+	}, s.Options...)
 }
 
 // throttleOptions are the retry throttle and its refill, scaled to real

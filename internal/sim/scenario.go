@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grantretry/grantretry"
 )
 
 // Kind names what a scenario measures, and which of Run and RunLowVolume
@@ -81,6 +83,10 @@ type Scenario struct {
 	Threshold  uint32
 	Cooldown   time.Duration // the longest wait before a probe
 	Probe      time.Duration // the first wait before a probe (WithBreakerProbe)
+
+	// Options are added to every grantretry policy's options: for what
+	// the run records (WithMeterProvider, WithLogger), not for its policy.
+	Options []grantretry.Option
 }
 
 // Default returns the default scenario: a funder with a ceiling of 20
