@@ -58,6 +58,10 @@ type coordHost struct {
 	key       string
 	state     atomic.Int32 // grantretry.FleetState
 	successes atomic.Int64 // counted since the last deposit
+	// lastOK is when an attempt last succeeded here (Unix ns): a failed
+	// call reported after a success newer than the fleet's last failure
+	// restarts the fleet's run of failures.
+	lastOK atomic.Int64
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
@@ -107,7 +111,12 @@ func (c *Coordinator) all() []*coordHost {
 }
 
 func (h *coordHost) State() grantretry.FleetState { return grantretry.FleetState(h.state.Load()) }
-func (h *coordHost) Succeeded()                   { h.successes.Add(1) }
+
+// Succeeded counts a success for the deposit, and notes its time.
+func (h *coordHost) Succeeded() {
+	h.successes.Add(1)
+	h.lastOK.Store(time.Now().UnixNano())
+}
 
 func (h *coordHost) set(open bool) {
 	if open {
@@ -118,20 +127,32 @@ func (h *coordHost) set(open bool) {
 }
 
 // CallFailed counts a failed call; the threshold-th in a row opens the
-// fleet's breaker and announces it. One statement, one round trip.
+// fleet's breaker and announces it. A success this process saw after the
+// fleet's last failure restarts the run at 1: successes reach the row
+// only with the deposit, once a second, and without this a funder failing
+// one call in five would open the fleet's breaker between two deposits.
+// (Comparing this process's clock with the database's: skew between them
+// shifts which failures count as after a success.) One statement, one
+// round trip.
 func (h *coordHost) CallFailed(ctx context.Context) error {
+	var lastOK *time.Time
+	if ns := h.lastOK.Load(); ns != 0 {
+		t := time.Unix(0, ns)
+		lastOK = &t
+	}
 	var open bool
 	err := h.c.pool.QueryRow(ctx, `
 		WITH u AS (
-			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, opened_at, probe_until)
-			VALUES ($1, $5, $5, 1, CASE WHEN $2 <= 1 THEN now() END,
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
+			VALUES ($1, $5, $5, 1, now(), CASE WHEN $2 <= 1 THEN now() END,
 				CASE WHEN $2 <= 1 THEN now() + $3::interval ELSE '-infinity' END)
-			ON CONFLICT (host) DO UPDATE SET failures = h.failures + 1,
-				opened_at = CASE WHEN h.opened_at IS NULL AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
-				probe_until = CASE WHEN h.opened_at IS NULL AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
+			ON CONFLICT (host) DO UPDATE SET failures = CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
+				failed_at = now(),
+				opened_at = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
+				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
 		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u`,
-		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens).Scan(&open, new(bool))
+		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
 	if err != nil {
 		return err
 	}

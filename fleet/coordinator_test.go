@@ -189,3 +189,22 @@ func TestCoordinatorGoesUnknownWhenTheDatabaseIsAwayAndRejoins(t *testing.T) {
 	away(t, pool, db, false)
 	waitFor(t, "rejoin", func() bool { return p.state() == grantretry.FleetClosed })
 }
+
+func TestCoordinatorASuccessBreaksTheRunOfFailures(t *testing.T) {
+	p := newProcess(t, WithDepositEvery(time.Hour)) // successes never reach the row
+	for i := range 20 {
+		if i%2 == 0 {
+			p.status.Store(503)
+		} else {
+			p.status.Store(200)
+		}
+		p.call(t)
+	}
+	var failures int
+	if err := p.co.pool.QueryRow(context.Background(), `SELECT failures FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures); err != nil {
+		t.Fatal(err)
+	}
+	if failures > 1 || p.state() == grantretry.FleetOpen {
+		t.Fatalf("10 failed calls each after a success: %d in a row, state %v; want 1, not open", failures, p.state())
+	}
+}

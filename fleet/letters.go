@@ -113,6 +113,10 @@ func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, er
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
 	}
+	return collectClaims(rows, worker)
+}
+
+func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Claim, error) {
 		c := &Claim{Letter: new(grantretry.Letter), Worker: worker}
 		var data []byte
@@ -125,6 +129,25 @@ func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, er
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
 	}
 	return claims, nil
+}
+
+// ClaimIDs leases the letters named by ids to worker, those that wait and
+// are not leased to another worker; the others are left out of the
+// result, as Claim leaves out what it cannot take.
+func (s *Letters) ClaimIDs(ctx context.Context, worker string, ids []string) ([]*Claim, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE grantretry_letters SET claimed_by = $1,
+			lease_until = clock_timestamp() + $2::interval, claims = claims + 1
+		WHERE id IN (
+			SELECT id FROM grantretry_letters
+			WHERE id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
+			FOR UPDATE SKIP LOCKED)
+		RETURNING letter, lease_until, claims`,
+		worker, s.cfg.lease, ids)
+	if err != nil {
+		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
+	}
+	return collectClaims(rows, worker)
 }
 
 // Done marks the claimed letter redelivered, with r as the record of it.

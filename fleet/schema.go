@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS grantretry_hosts (
 	refilled     timestamptz NOT NULL DEFAULT now(),
 	version      bigint NOT NULL DEFAULT 0
 );
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS failed_at timestamptz NOT NULL DEFAULT '-infinity';
 `
 
 // schemaLock is the advisory lock Migrate holds, so that processes

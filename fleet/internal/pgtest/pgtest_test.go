@@ -26,3 +26,26 @@ func TestDSNGivesAnEmptyDatabaseOfItsOwn(t *testing.T) {
 		t.Fatalf("%d tables in a new database", n)
 	}
 }
+
+func TestClusterStopsAndStartsAgain(t *testing.T) {
+	c := NewCluster(t)
+	ctx := context.Background()
+	ping := func() error {
+		conn, err := pgx.Connect(ctx, c.DSN())
+		if err != nil {
+			return err
+		}
+		return conn.Close(ctx)
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop("fast")
+	if err := ping(); err == nil {
+		t.Fatal("the stopped cluster answered")
+	}
+	c.Start()
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/fleet"
+	"github.com/grantretry/grantretry/trail"
+)
+
+const auditVerifySynopsis = `Usage: grantretry-fleet audit verify [-pg DSN] [LOCAL_TRAIL...]
+
+Checks every writer's hash chain in the database's trail (grantretry_trail):
+each record's hash, seq and prev, from seq 1. Prints "ok" with one line per
+writer (keep each LAST HASH outside the database: a cut tail shows only
+against it), or names the writer and seq of the first broken record and
+exits 1. Each LOCAL_TRAIL is the live file of a local trail a process fell
+back to while the database was away (fleet.WithLocalTrail); each is
+verified as a trail of its own, and its dispositions are counted beside
+the database's.
+`
+
+const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (--correlation ID | --submission ID | --key KEY)
+
+Verifies the database's trail, then prints every record of the calls that
+match the one selector given, writer by writer, in chain order. Exits 1 if
+none matches or a chain is broken.
+`
+
+func runAudit(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usagef("missing subcommand: verify or trace")
+	}
+	switch sub := args[0]; {
+	case isHelp(sub):
+		io.WriteString(stdout, auditVerifySynopsis+"\n"+auditTraceSynopsis)
+		return flag.ErrHelp
+	case sub == "verify":
+		return auditVerify(args[1:], stdout)
+	case sub == "trace":
+		return auditTrace(args[1:], stdout)
+	default:
+		return usagef("unknown subcommand %q: verify or trace", sub)
+	}
+}
+
+func auditVerify(args []string, stdout io.Writer) error {
+	fs, db := newFlagSet("audit verify")
+	locals, err := parse(fs, args, auditVerifySynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	pool, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sum, err := fleet.VerifyTrail(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("verify: %w (%s before it verify)", err, countNoun(sum.Records, "record"))
+	}
+	fmt.Fprintf(stdout, "ok: %s from %s in the database\n", countNoun(sum.Records, "record"), countNoun(len(sum.Writers), "writer"))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if len(sum.Writers) > 0 {
+		fmt.Fprintln(tw, "WRITER\tRECORDS\tLAST SEQ\tLAST HASH")
+	}
+	for _, w := range sum.Writers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", w.Writer, w.Records, w.LastSeq, w.LastHash)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "records: %s\n", countList(sum.Messages))
+	fmt.Fprintf(stdout, "dispositions: %s\n", countList(sum.Dispositions))
+	for _, path := range locals {
+		lsum, err := trail.Verify(path)
+		if err != nil {
+			return fmt.Errorf("verify: local trail %s: %w", path, err)
+		}
+		fmt.Fprintf(stdout, "ok: local trail %s: %s, seq %d..%d, last hash %s; dispositions: %s\n",
+			path, countNoun(lsum.Records, "record"), lsum.FirstSeq, lsum.LastSeq, lsum.LastHash, countList(lsum.Dispositions))
+	}
+	return nil
+}
+
+func auditTrace(args []string, stdout io.Writer) error {
+	fs, db := newFlagSet("audit trace")
+	var corr, sub, key string
+	fs.StringVar(&corr, "correlation", "", "the call's correlation id (X-Correlation-ID)")
+	fs.StringVar(&sub, "submission", "", "a submission id: every call made for it")
+	fs.StringVar(&key, "key", "", "an Idempotency-Key: every call that carried it")
+	rest, err := parse(fs, args, auditTraceSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("trace: unexpected argument %q", rest[0])
+	}
+	field, value, n := "", "", 0
+	for _, s := range []struct{ field, value string }{
+		{grantretry.FieldCorrelationID, corr}, {grantretry.FieldSubmissionID, sub}, {grantretry.FieldIdempotencyKey, key},
+	} {
+		if s.value != "" {
+			field, value, n = s.field, s.value, n+1
+		}
+	}
+	if n != 1 {
+		return usagef("trace: give exactly one of --correlation, --submission, --key (got %d)", n)
+	}
+	ctx := context.Background()
+	pool, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	matched := 0
+	sum, err := fleet.ReadTrail(ctx, pool, func(r fleet.TrailRecord) error {
+		if v, _ := r.Fields[field].(string); v != value {
+			return nil
+		}
+		if matched == 0 {
+			fmt.Fprintln(tw, "TIME\tWRITER\tSEQ\tMSG\tCORRELATION\tDETAIL")
+		}
+		matched++
+		corr, _ := r.Fields[grantretry.FieldCorrelationID].(string)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Writer, r.Seq,
+			r.Msg, dashIfEmpty(corr), detail(r.Fields))
+		return nil
+	})
+	tw.Flush()
+	switch {
+	case err != nil:
+		return fmt.Errorf("trace: %w", err)
+	case matched == 0:
+		return fmt.Errorf("trace: no record with %s %q in %s", field, value, countNoun(sum.Records, "record"))
+	}
+	fmt.Fprintf(stdout, "chains verified: %s from %s; %s matched\n",
+		countNoun(sum.Records, "record"), countNoun(len(sum.Writers), "writer"), countNoun(matched, "record"))
+	return nil
+}
+
+// detail is the fields an operator reads first: the attempt's status and
+// verdict, the disposition and its reason.
+func detail(f map[string]any) string {
+	var parts []string
+	for _, k := range []string{grantretry.FieldAttempt, grantretry.FieldStatus, grantretry.FieldReason, grantretry.FieldError,
+		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldDeadLetterID} {
+		if v, ok := f[k]; ok && fmt.Sprint(v) != "" {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	return dashIfEmpty(strings.Join(parts, " "))
+}
+
+func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/grantretry/grantretry/fleet/internal/fleetsim"
+)
+
+const simSynopsis = `Usage: grantretry-fleet sim [-pg DSN] [-p 16] [-workers 2] [-outage 8s]
+
+The fleet storm: a loopback funder up for -before, answering 503 for
+-outage, then up for -after, called by P Transports of -workers workers
+each: first each on its local state ("local"), then sharing the breaker
+and budget through the database ("fleet"), then one Transport with as many
+workers ("single"). The P Transports share nothing but the database: each
+has its own Coordinator, pool and listener. Prints the table and one
+met/NOT met line per target of issue 13. Use a database of its own: the
+fleet run opens about 3 connections per process.
+`
+
+func runSim(args []string, stdout, stderr io.Writer) error {
+	fs, db := newFlagSet("sim")
+	p := fs.Int("p", 16, "processes (independent Transports)")
+	workers := fs.Int("workers", 2, "workers per process")
+	pace := fs.Duration("pace", 20*time.Millisecond, "a worker's pause between calls")
+	before := fs.Duration("before", 2*time.Second, "the funder is up first for")
+	outage := fs.Duration("outage", 8*time.Second, "then down for")
+	after := fs.Duration("after", 3*time.Second, "then up again for")
+	rest, err := parse(fs, args, simSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("sim: unexpected argument %q", rest[0])
+	}
+	if *p < 1 || *workers < 1 || *outage <= 0 {
+		return usagef("sim: want -p >= 1, -workers >= 1 and -outage > 0")
+	}
+	dsn := db.dsn
+	if dsn == "" {
+		dsn = os.Getenv(envDSN)
+	}
+	if dsn == "" {
+		return usagef("sim: no database: give -pg DSN or set %s", envDSN)
+	}
+	base := fleetsim.Config{Processes: *p, Workers: *workers, Pace: *pace, Before: *before, Outage: *outage, After: *after, DSN: dsn}
+	local, fleetCfg, single := base, base, base
+	fleetCfg.Fleet = true
+	single.Processes, single.Workers = 1, *p**workers
+	ctx := context.Background()
+	var rs []fleetsim.Result
+	for _, cfg := range []fleetsim.Config{local, fleetCfg, single} {
+		r, err := fleetsim.Run(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
+	}
+	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; breaker threshold 5, probe every 2s\n\n", *before, *outage, *after)
+	fleetsim.WriteTable(stdout, rs)
+	fmt.Fprintln(stdout)
+	fleetsim.WriteChecks(stdout, fleetsim.Targets(rs[1], rs[2]))
+	return nil
+}

@@ -1,0 +1,74 @@
+package fleetsim
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints one row per storm.
+func WriteTable(w io.Writer, rs []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tP\tworkers\tcalls\tattempts in outage\tbefore all stopped\tall stopped after\tprobes per 2s\tretries in outage\tfirst OK after recovery\tlast process resumed\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f\t%d\t%s\t%s (%d)\t\n", r.Name(), r.Processes, r.Processes*r.Workers,
+			r.Calls, r.OutageAttempts, r.StoppedAfter, dur(r.AllStopped), r.ProbesPerProbe, r.OutageRetries,
+			dur(r.FirstProbeOK), dur(r.MaxResume), r.ProcessesResumed)
+	}
+	tw.Flush()
+}
+
+// Name is "fleet", "local" or "single".
+func (r Result) Name() string {
+	switch {
+	case r.Fleet:
+		return "fleet"
+	case r.Processes == 1:
+		return "single"
+	}
+	return "local"
+}
+
+func dur(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// Check is one target, met or not.
+type Check struct {
+	Target string
+	Got    string
+	Met    bool
+}
+
+// Targets checks issue 13's fleet targets on the fleet storm, and the
+// retries against the single process with as many workers.
+func Targets(fleetRun, single Result) []Check {
+	ratio := float64(fleetRun.OutageRetries) / float64(max(single.OutageRetries, 1))
+	return []Check{
+		{"at most 10 attempts before every process stops sending",
+			fmt.Sprintf("%d (all stopped %s into the outage)", fleetRun.StoppedAfter, dur(fleetRun.AllStopped)),
+			fleetRun.AllStopped >= 0 && fleetRun.StoppedAfter <= 10},
+		{"at most 1.1 probes per probe interval across the fleet",
+			fmt.Sprintf("%.2f", fleetRun.ProbesPerProbe), fleetRun.AllStopped >= 0 && fleetRun.ProbesPerProbe <= 1.1},
+		{"every process sends again within 1 s of the first successful probe",
+			fmt.Sprintf("%s, %d of %d processes", dur(fleetRun.MaxResume), fleetRun.ProcessesResumed, fleetRun.Processes),
+			fleetRun.ProcessesResumed == fleetRun.Processes && fleetRun.MaxResume <= time.Second},
+		{"retries in the outage at most 1.25x a single process with as many workers",
+			fmt.Sprintf("%d vs %d: %.2fx", fleetRun.OutageRetries, single.OutageRetries, ratio), ratio <= 1.25},
+	}
+}
+
+// WriteChecks prints one "met" or "NOT met" line per check.
+func WriteChecks(w io.Writer, cs []Check) {
+	for _, c := range cs {
+		verdict := "met"
+		if !c.Met {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "%-7s %s: %s\n", verdict, c.Target, c.Got)
+	}
+}
