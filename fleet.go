@@ -56,11 +56,14 @@ type FleetHost interface {
 	// failure, and reports whether retries are still allowed.
 	Withdraw(ctx context.Context) (allowed bool, err error)
 	// TryProbe asks, while the fleet's breaker is open, to send the one
-	// probe the fleet allows at a time: true means this call sends it and
-	// must report it with ProbeDone.
+	// probe the fleet allows at a time: true means this call sends it, and
+	// the Transport reports it with ProbeDone exactly once.
 	TryProbe(ctx context.Context) (bool, error)
 	// ProbeDone reports the probe's result: ok closes the fleet's breaker
-	// in every process; !ok keeps it open and lets the next probe wait.
+	// in every process; !ok keeps it open and lets the next probe wait. A
+	// probe that ended with no verdict on the funder (the caller's
+	// cancellation, a panic, a body that could not be built) is reported
+	// !ok too.
 	ProbeDone(ctx context.Context, ok bool) error
 }
 
@@ -129,7 +132,7 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 		return
 	}
 	if c.fleet.probe && brk == errBreakerExcluded {
-		c.fleet.probe = false // no verdict: the lease ends and another probes
+		c.abandonFleetProbe() // no verdict on the funder
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
@@ -149,6 +152,20 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 		allowed, err := fh.Withdraw(ctx)
 		c.fleet.answered, c.fleet.allowed = err == nil, allowed
 	}
+}
+
+// abandonFleetProbe reports the fleet's probe, if this call holds it and
+// has not reported it, as failed: the attempt ended with no verdict on the
+// funder (the caller's cancellation, a panic, a body that could not be
+// built), so the fleet's breaker stays open and the next probe waits.
+func (c *call) abandonFleetProbe() {
+	if !c.fleet.probe {
+		return
+	}
+	c.fleet.probe = false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
+	defer cancel()
+	c.host.fleet.ProbeDone(ctx, false)
 }
 
 // fleetStop is the fleet's reason to stop retrying, "" if none; local

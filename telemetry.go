@@ -433,3 +433,14 @@ func (c *call) observeRecordFailure(what string) {
 		m.recordFailures.Add(context.Background(), 1, c.hostOnly(keyRecord.String(what)))
 	}
 }
+
+// endSpanOnPanic ends the call's span when RoundTrip panics: observeEnd,
+// which ends it (and clears it) on every other path, never runs then. It
+// does not recover: the panic goes on up.
+func (c *call) endSpanOnPanic() {
+	if c.span != nil {
+		c.span.SetStatus(codes.Error, "panic")
+		c.span.End()
+		c.span = nil
+	}
+}

@@ -170,6 +170,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.p.size = -1
 	if t.tracer != nil && req != nil {
 		c.startSpan()
+		defer c.endSpanOnPanic()
 	}
 	if err := c.prepare(); err != nil {
 		return nil, c.finishErr(err)
@@ -498,6 +499,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 		if a.span != nil {
 			a.span.End()
 		}
+		c.abandonFleetProbe()
 		c.p.close()
 		c.stopContexts(true)
 	}()
@@ -507,6 +509,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 	body, err = c.p.body()
 	if err != nil {
 		p.give(errBreakerExcluded)
+		c.abandonFleetProbe()
 		c.out.StopReason = StopBodyReadFailure
 		ok = true
 		if c.out.Attempts == 0 {
@@ -540,7 +543,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
 	v, disp, stop := c.verdict(a)
-	brk := c.breakerVerdict(a.err, v, disp, p.probe)
+	brk := c.breakerVerdict(a.err, v, disp, p.probe || c.fleet.probe)
 	p.give(brk)
 	c.throttleVerdict(a.resp, v, disp)
 	c.fleetVerdict(a.resp, v, brk)

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -215,7 +215,7 @@ func TestAuditTrail(t *testing.T) {
 func TestRunSucceeds(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	if err := run(&out, t.TempDir(), grantretry.WithClock(instant{})); err != nil {
+	if err := Run(&out, t.TempDir(), grantretry.WithClock(instant{})); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []*regexp.Regexp{

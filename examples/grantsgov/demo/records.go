@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -153,8 +153,8 @@ func (r *records) printNextSteps(w io.Writer) {
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
 
-// demoDir is where main keeps the records: a new directory under the
-// system's temporary one, left in place for the reader to look at.
-func demoDir() (string, error) {
+// Dir makes the directory a run keeps its records in: a new directory
+// under the system's temporary one, left in place for the reader.
+func Dir() (string, error) {
 	return os.MkdirTemp("", "grantretry-grantsgov-")
 }
