@@ -23,7 +23,8 @@ const maxDrain = 4 << 10
 // Transport is an http.RoundTripper that makes calls to funder APIs safe to
 // retry. Build it with New; the zero value is not usable. A Transport is safe
 // for concurrent use by multiple goroutines and never changes after New,
-// except for its per-host circuit breakers and retry throttles.
+// except for its per-host circuit breakers and retry throttles and the queue
+// of its calls' deadlines.
 type Transport struct {
 	next  http.RoundTripper
 	cfg   config
@@ -31,6 +32,7 @@ type Transport struct {
 	log   *zap.Logger
 	clock Clock
 	hosts *hosts
+	dl    deadlineShards // the calls' budget deadlines, for calls in flight
 
 	met    *metrics     // nil without WithMeterProvider
 	tracer trace.Tracer // nil without WithTracerProvider
@@ -123,7 +125,12 @@ type call struct {
 
 	callCtx    context.Context
 	callCancel context.CancelCauseFunc
-	callTimer  *time.Timer // ends callCtx at the budget deadline; nil if ctx ends first
+	// The call's place in one of t.dl's queues, which ends callCtx at the
+	// budget deadline: dl is the call's own (nil if ctx ends first);
+	// dlWhen and dlIdx are guarded by dl.mu.
+	dl     *deadlines
+	dlWhen time.Time
+	dlIdx  int
 
 	// The call's timers (its deadline, each attempt's timeout) cancel the
 	// contexts a response's body is read under. Once a response is held,
@@ -318,12 +325,14 @@ func (c *call) startContexts() {
 	c.octx.Context = c.ctx
 	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
 	limit := c.pol.deadline
-	if d, ok := c.ctx.Deadline(); !ok || time.Until(d) > limit {
-		c.callTimer = time.AfterFunc(limit, c.deadlineExpired)
+	now := time.Now()
+	if d, ok := c.ctx.Deadline(); !ok || d.Sub(now) > limit {
+		c.dl = c.t.dl.pick()
+		c.dl.add(c, now.Add(limit), now)
 	}
 }
 
-// deadlineExpired is the call timer's callback.
+// deadlineExpired is the deadline queue's callback.
 func (c *call) deadlineExpired() { c.expire(c.callCancel, errCallDeadline, nil) }
 
 // expire carries out a timer of the call: it cancels with cause, unless a
@@ -378,8 +387,9 @@ func (c *call) unhold() {
 // stopContexts disarms the budget deadline; with release set it also cancels
 // the call's context.
 func (c *call) stopContexts(release bool) {
-	if c.callTimer != nil {
-		c.callTimer.Stop()
+	if c.dl != nil {
+		c.dl.remove(c)
+		c.dl = nil
 	}
 	if release && c.callCancel != nil {
 		c.callCancel(nil)
