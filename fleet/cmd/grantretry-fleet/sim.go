@@ -63,6 +63,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; breaker threshold 5, probe every 2s\n\n", *before, *outage, *after)
 	fleetsim.WriteTable(stdout, rs)
 	fmt.Fprintln(stdout)
+	fleetsim.WriteBreakdown(stdout, rs[1])
+	fmt.Fprintln(stdout)
 	fleetsim.WriteChecks(stdout, fleetsim.Targets(rs[1], rs[2]))
 	return nil
 }

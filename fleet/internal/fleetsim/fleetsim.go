@@ -51,6 +51,7 @@ type Result struct {
 	FirstProbeOK     time.Duration // from the recovery to the first success the funder answered
 	MaxResume        time.Duration // from that success to the last process's first attempt after it
 	ProcessesResumed int
+	Breakdown        Breakdown // the fleet run's only
 }
 
 type hit struct {
@@ -111,6 +112,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	inner := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer inner.CloseIdleConnections()
 	tps := make([]*grantretry.Transport, cfg.Processes)
+	tr := &tracer{}
 	for i := range tps {
 		opts := []grantretry.Option{grantretry.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}
 		if cfg.Fleet {
@@ -131,7 +133,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 			}
 			co := fleet.NewCoordinator(pool)
 			defer co.Close()
-			opts = append(opts, grantretry.WithFleet(co))
+			opts = append(opts, grantretry.WithFleet(tracedFleet{Fleet: co, tr: tr, proc: i}))
 		}
 		tps[i] = grantretry.New(tagged{inner, strconv.Itoa(i)}, opts...)
 	}
@@ -140,6 +142,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 			cfg.Processes, cfg.Workers, cfg.Fleet, cfg.Before, cfg.Outage, cfg.After)
 	}
 	f.start = time.Now()
+	tr.start = f.start
 	end := cfg.Before + cfg.Outage + cfg.After
 	calls := make([][]call, cfg.Processes)
 	var mu sync.Mutex
@@ -165,7 +168,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 		}
 	}
 	wg.Wait()
-	return measure(cfg, f.hits, calls), ctx.Err()
+	r := measure(cfg, f.hits, calls)
+	if cfg.Fleet {
+		all := time.Duration(-1)
+		if r.AllStopped >= 0 {
+			all = r.AllStopped + cfg.Before
+		}
+		r.Breakdown = breakdown(cfg, f.hits, tr.ops, all)
+	}
+	return r, ctx.Err()
 }
 
 func send(ctx context.Context, tp *grantretry.Transport, url string, i int) grantretry.Outcome {
