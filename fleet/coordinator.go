@@ -25,6 +25,20 @@ const (
 	DefaultRefill     = 60 * time.Second
 )
 
+// asyncCommit, joined to a statement on grantretry_hosts, commits it
+// without waiting for its WAL to reach the disk. Every failure report and
+// withdrawal updates the host's one row, and a row's writers queue on its
+// lock until the writer before them has committed: with a flush per
+// commit they queued about 0.4 ms each on this project's machine, so a
+// burst of 32 failures took over 10 ms and most reports were cut at the
+// Transport's 5 ms limit (docs/fleet.md, "Measured figures"). The row is
+// soft state: a crash loses at most the last few hundred milliseconds of
+// counts and tokens (wal_writer_delay), after which a breaker may count a
+// few failures again or a budget hold a few tokens more. The letters and
+// the trail, whose commits must survive a crash, keep the server's
+// setting: set_config(..., true) lasts for the statement's transaction only.
+const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
+
 // Coordinator is a grantretry.Fleet on PostgreSQL: one row per funder
 // host in grantretry_hosts holds the fleet's breaker (consecutive failed
 // calls, when it opened, the probe lease) and its retry budget (the gRFC
@@ -151,7 +165,7 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 				opened_at = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
 				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
-		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u`,
+		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u, `+asyncCommit,
 		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
 	if err != nil {
 		return err
@@ -166,11 +180,13 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
 	var allowed bool
 	err := h.c.pool.QueryRow(ctx, `
-		INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
-		ON CONFLICT (host) DO UPDATE SET refilled = now(),
-			tokens = GREATEST(LEAST(h.max_tokens,
-				h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
-		RETURNING tokens > max_tokens / 2`,
+		WITH u AS (
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
+			ON CONFLICT (host) DO UPDATE SET refilled = now(),
+				tokens = GREATEST(LEAST(h.max_tokens,
+					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
+			RETURNING tokens > max_tokens / 2 AS allowed)
+		SELECT allowed FROM u, `+asyncCommit,
 		h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
 	return allowed, err
 }
@@ -178,8 +194,9 @@ func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
 // TryProbe takes the fleet's probe lease if it is free.
 func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
 	rows, err := h.c.pool.Query(ctx, `
-		UPDATE grantretry_hosts SET probe_until = now() + $2::interval
-		WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING true`,
+		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
+			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING true AS got)
+		SELECT got FROM u, `+asyncCommit,
 		h.key, DefaultProbeEvery)
 	if err != nil {
 		return false, err
@@ -197,7 +214,7 @@ func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
 	_, err := h.c.pool.Exec(ctx, `
 		WITH u AS (UPDATE grantretry_hosts SET opened_at = NULL, failures = 0, probe_until = '-infinity'
 			WHERE host = $1 RETURNING host)
-		SELECT pg_notify($2, host) FROM u`, h.key, Channel)
+		SELECT pg_notify($2, host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
 		h.set(false)
 	}
@@ -316,8 +333,9 @@ func (c *Coordinator) deposit(ctx context.Context) {
 			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.pool.Exec(dctx, `UPDATE grantretry_hosts
-			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1`,
+		_, err := c.pool.Exec(dctx, `WITH u AS (UPDATE grantretry_hosts
+			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1 RETURNING 1)
+			SELECT FROM u, `+asyncCommit,
 			h.key, n, DefaultTokenRatio)
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {
