@@ -61,9 +61,26 @@ type Coordinator struct {
 	hosts map[string]*coordHost
 	fresh chan struct{} // a host was added: read its row soon
 
+	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	start  time.Time // the base of coordHost.probeAfter's monotonic clock
+
+	// slots bounds the statements run beyond their caller's limit (see
+	// detach). closing, under closeMu, refuses new ones once Close began,
+	// so that wg.Add never races wg.Wait.
+	slots   chan struct{}
+	closeMu sync.Mutex
+	closing bool
 }
+
+// reportLimit bounds a fleet statement that its caller stopped waiting
+// for (see detach).
+const reportLimit = time.Second
+
+// errBusy: too many statements are already running past their callers'
+// limit; the caller goes on with its local state.
+var errBusy = errors.New("grantretry: fleet: too many statements in flight")
 
 var _ grantretry.Fleet = (*Coordinator)(nil)
 
@@ -76,13 +93,26 @@ type coordHost struct {
 	// call reported after a success newer than the fleet's last failure
 	// restarts the fleet's run of failures.
 	lastOK atomic.Int64
+	// probeAfter is when, on the Coordinator's monotonic clock (since
+	// c.start), the probe lease another process holds ends: until then
+	// TryProbe answers no without asking. While the fleet's breaker is open
+	// every call asks for the probe, and asking the database each time put
+	// one statement per refused call on the host's row.
+	probeAfter atomic.Int64
+	// asking says a TryProbe statement of this process is in flight: the
+	// other calls meanwhile are refused without asking. leased is the end
+	// of a lease that statement took after its caller stopped waiting (0
+	// if none): the next call takes it.
+	asking atomic.Bool
+	leased atomic.Int64
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
 // database: its listener and its timers. Run Migrate first.
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, cancel: cancel, fresh: make(chan struct{}, 1)}
+	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
+		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, 4*max(pool.Config().MaxConns, 1))}
 	c.wg.Add(2)
 	go c.listen(ctx)
 	go c.tick(ctx)
@@ -91,6 +121,9 @@ func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 
 // Close stops the Coordinator's goroutines and deposits what it counted.
 func (c *Coordinator) Close() {
+	c.closeMu.Lock()
+	c.closing = true
+	c.closeMu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -124,6 +157,43 @@ func (c *Coordinator) all() []*coordHost {
 	return out
 }
 
+// detach runs q under the Coordinator's own context, bounded by
+// reportLimit, and waits for it until ctx ends. A statement cut at the
+// caller's limit is not cancelled: pgx would close its connection (the
+// next statement then waits for a new one, and was cut in turn), and the
+// report would not be counted. It lands a little late instead, and its
+// answer still sets the host's state. Each Coordinator runs at most
+// slots such statements at once; past that, errBusy.
+func (c *Coordinator) detach(ctx context.Context, q func(context.Context) error) error {
+	c.closeMu.Lock()
+	if c.closing {
+		c.closeMu.Unlock()
+		return errBusy
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		c.closeMu.Unlock()
+		return errBusy
+	}
+	c.wg.Add(1)
+	c.closeMu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.slots }()
+		qctx, cancel := context.WithTimeout(c.ctx, reportLimit)
+		defer cancel()
+		done <- q(qctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (h *coordHost) State() grantretry.FleetState { return grantretry.FleetState(h.state.Load()) }
 
 // Succeeded counts a success for the deposit, and notes its time.
@@ -137,6 +207,7 @@ func (h *coordHost) set(open bool) {
 		h.state.Store(int32(grantretry.FleetOpen))
 	} else {
 		h.state.Store(int32(grantretry.FleetClosed))
+		h.leased.Store(0)
 	}
 }
 
@@ -154,6 +225,10 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 		t := time.Unix(0, ns)
 		lastOK = &t
 	}
+	return h.c.detach(ctx, func(ctx context.Context) error { return h.callFailed(ctx, lastOK) })
+}
+
+func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
 	var open bool
 	err := h.c.pool.QueryRow(ctx, `
 		WITH u AS (
@@ -178,6 +253,16 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 // first (a drained bucket allows retries again after DefaultRefill), and
 // reports whether it is more than half full. One statement.
 func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
+	var allowed atomic.Bool
+	err := h.c.detach(ctx, func(ctx context.Context) error {
+		a, err := h.withdraw(ctx)
+		allowed.Store(a)
+		return err
+	})
+	return allowed.Load(), err
+}
+
+func (h *coordHost) withdraw(ctx context.Context) (bool, error) {
 	var allowed bool
 	err := h.c.pool.QueryRow(ctx, `
 		WITH u AS (
@@ -191,18 +276,66 @@ func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
 	return allowed, err
 }
 
-// TryProbe takes the fleet's probe lease if it is free.
+// TryProbe takes the fleet's probe lease if it is free. It asks the
+// database only when no lease it knows of is held and no other call of
+// this process is asking: the lease is the database's, and this only
+// skips questions whose answer is known. A caller that stops waiting is
+// refused, not given an error: it did not get the probe, and the fleet's
+// breaker is still open as far as this process knows (State says
+// otherwise when the database is away). A lease taken after its caller
+// stopped waiting goes to the next call.
 func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
-	rows, err := h.c.pool.Query(ctx, `
+	now := int64(time.Since(h.c.start))
+	if l := h.leased.Load(); l > now && h.leased.CompareAndSwap(l, 0) {
+		return true, nil
+	}
+	if now < h.probeAfter.Load() || !h.asking.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	// st hands the lease over once: 1 the caller stopped waiting first,
+	// 2 the statement took the lease first.
+	var st atomic.Int32
+	err := h.c.detach(ctx, func(qctx context.Context) error {
+		defer h.asking.Store(false)
+		got, err := h.tryProbe(qctx)
+		if got && !st.CompareAndSwap(0, 2) {
+			h.leased.Store(h.probeAfter.Load()) // for the next call
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errBusy):
+		h.asking.Store(false)
+		return false, nil
+	case err != nil && ctx.Err() != nil:
+		return !st.CompareAndSwap(0, 1), nil
+	case err != nil:
+		return false, err
+	}
+	return st.Load() == 2, nil
+}
+
+// tryProbe takes the lease if it is free, and notes when the lease held
+// (taken now or by another process) ends.
+func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
+	var got bool
+	var left float64 // seconds
+	asked := time.Since(h.c.start)
+	err := h.c.pool.QueryRow(ctx, `
 		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
-			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING true AS got)
-		SELECT got FROM u, `+asyncCommit,
-		h.key, DefaultProbeEvery)
+			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
+		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
+		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
+			FROM grantretry_hosts h WHERE h.host = $1) AS lease, `+asyncCommit,
+		h.key, DefaultProbeEvery).Scan(&got, &left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	return len(got) == 1, err
+	h.probeAfter.Store(int64(asked + time.Duration(left*float64(time.Second))))
+	return got, nil
 }
 
 // ProbeDone closes the fleet's breaker everywhere after a good probe; a
@@ -211,6 +344,10 @@ func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
 	if !ok {
 		return nil
 	}
+	return h.c.detach(ctx, h.probeOK)
+}
+
+func (h *coordHost) probeOK(ctx context.Context) error {
 	_, err := h.c.pool.Exec(ctx, `
 		WITH u AS (UPDATE grantretry_hosts SET opened_at = NULL, failures = 0, probe_until = '-infinity'
 			WHERE host = $1 RETURNING host)
@@ -258,7 +395,9 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		h := c.hosts[n.Payload]
 		c.mu.Unlock()
 		if h != nil {
-			c.rereadHosts(ctx, []*coordHost{h})
+			// On the listener's own connection: the pool's may all be
+			// busy with the failure reports that opened the breaker.
+			c.rereadHosts(ctx, conn, []*coordHost{h})
 		}
 	}
 }
@@ -284,11 +423,16 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 }
 
-func (c *Coordinator) reread(ctx context.Context) { c.rereadHosts(ctx, c.all()) }
+func (c *Coordinator) reread(ctx context.Context) { c.rereadHosts(ctx, c.pool, c.all()) }
+
+// querier is a pool or a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
 
 // rereadHosts reads the breaker rows of hs; a host without a row is
 // closed. When the database does not answer, every host is unknown.
-func (c *Coordinator) rereadHosts(ctx context.Context, hs []*coordHost) {
+func (c *Coordinator) rereadHosts(ctx context.Context, q querier, hs []*coordHost) {
 	if len(hs) == 0 {
 		return
 	}
@@ -298,7 +442,7 @@ func (c *Coordinator) rereadHosts(ctx context.Context, hs []*coordHost) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx,
+	rows, err := q.Query(ctx,
 		`SELECT host, opened_at IS NOT NULL FROM grantretry_hosts WHERE host = ANY($1)`, keys)
 	if err != nil {
 		c.unknown()
