@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,10 @@ import (
 )
 
 // Channel is the NOTIFY channel on which a host's breaker row is
-// announced when it opens or closes; the payload is the host key.
+// announced when it opens or closes. The payload is "open " or "closed "
+// and the host key: notifications arrive in commit order, so a listener
+// applies each as it comes, with no re-read. A payload that is the bare
+// key (the first format) makes the listener re-read the row.
 const Channel = "grantretry_hosts"
 
 // Defaults of the shared breaker and budget, the core's own.
@@ -240,7 +244,7 @@ func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
 				opened_at = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
 				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
-		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u, `+asyncCommit,
+		SELECT open, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, `+asyncCommit,
 		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
 	if err != nil {
 		return err
@@ -351,7 +355,7 @@ func (h *coordHost) probeOK(ctx context.Context) error {
 	_, err := h.c.pool.Exec(ctx, `
 		WITH u AS (UPDATE grantretry_hosts SET opened_at = NULL, failures = 0, probe_until = '-infinity'
 			WHERE host = $1 RETURNING host)
-		SELECT pg_notify($2, host) FROM u, `+asyncCommit, h.key, Channel)
+		SELECT pg_notify($2, 'closed ' || host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
 		h.set(false)
 	}
@@ -391,10 +395,18 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		state, key, ok := strings.Cut(n.Payload, " ")
+		if !ok || (state != "open" && state != "closed") {
+			key = n.Payload
+		}
 		c.mu.Lock()
-		h := c.hosts[n.Payload]
+		h := c.hosts[key]
 		c.mu.Unlock()
-		if h != nil {
+		switch {
+		case h == nil:
+		case key != n.Payload:
+			h.set(state == "open")
+		default:
 			// On the listener's own connection: the pool's may all be
 			// busy with the failure reports that opened the breaker.
 			c.rereadHosts(ctx, conn, []*coordHost{h})
