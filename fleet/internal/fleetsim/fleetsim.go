@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -37,6 +38,11 @@ type Config struct {
 	After     time.Duration // funder up again
 	Fleet     bool          // share the breaker and budget through DSN's database
 	DSN       string
+	// Seed, if not 0, spreads the workers: each starts after a random
+	// part of Pace and pauses between Pace/2 and 3*Pace/2, drawn from
+	// Seed. With 0 every worker starts at once and pauses exactly Pace,
+	// so the workers call in step: bursts of P*Workers calls at once.
+	Seed uint64
 }
 
 // Result is what one storm measured.
@@ -149,17 +155,27 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	var wg sync.WaitGroup
 	var n atomic.Int64
 	for p := range cfg.Processes {
-		for range cfg.Workers {
+		for w := range cfg.Workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(p*cfg.Workers+w)))
+				pause := func() time.Duration {
+					if cfg.Seed == 0 || cfg.Pace <= 0 {
+						return cfg.Pace
+					}
+					return cfg.Pace/2 + time.Duration(rng.Int64N(int64(cfg.Pace)+1))
+				}
+				if cfg.Seed != 0 && cfg.Pace > 0 {
+					time.Sleep(time.Duration(rng.Int64N(int64(cfg.Pace))))
+				}
 				var mine []call
 				for time.Since(f.start) < end && ctx.Err() == nil {
 					c := call{start: time.Since(f.start)}
 					out := send(ctx, tps[p], f.server.URL, int(n.Add(1)))
 					c.attempts, c.stopped = out.Attempts, out.StopReason == grantretry.StopCircuitOpen && out.Attempts == 0
 					mine = append(mine, c)
-					time.Sleep(cfg.Pace)
+					time.Sleep(pause())
 				}
 				mu.Lock()
 				calls[p] = append(calls[p], mine...)
