@@ -79,8 +79,13 @@ type Coordinator struct {
 }
 
 // reportLimit bounds a fleet statement that its caller stopped waiting
-// for (see detach).
-const reportLimit = time.Second
+// for, and maxDetached how many run at once in one Coordinator (see
+// detach): at most that many goroutines wait on a database that does not
+// answer.
+const (
+	reportLimit = time.Second
+	maxDetached = 64
+)
 
 // errBusy: too many statements are already running past their callers'
 // limit; the caller goes on with its local state.
@@ -116,7 +121,7 @@ type coordHost struct {
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
-		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, 4*max(pool.Config().MaxConns, 1))}
+		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached)}
 	c.wg.Add(2)
 	go c.listen(ctx)
 	go c.tick(ctx)
@@ -232,6 +237,10 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 	return h.c.detach(ctx, func(ctx context.Context) error { return h.callFailed(ctx, lastOK) })
 }
 
+// callFailed and withdraw run in QueryExecModeExec, one round trip: in
+// pgx's default mode a statement's first run on a connection prepares it
+// first, and a process's first failures come with the outage's start,
+// when every connection is cold and the row is busiest.
 func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
 	var open bool
 	err := h.c.pool.QueryRow(ctx, `
@@ -245,7 +254,7 @@ func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
 				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
 		SELECT open, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, `+asyncCommit,
-		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
+		pgx.QueryExecModeExec, h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
 	if err != nil {
 		return err
 	}
@@ -276,7 +285,7 @@ func (h *coordHost) withdraw(ctx context.Context) (bool, error) {
 					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
 			RETURNING tokens > max_tokens / 2 AS allowed)
 		SELECT allowed FROM u, `+asyncCommit,
-		h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
+		pgx.QueryExecModeExec, h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
 	return allowed, err
 }
 
