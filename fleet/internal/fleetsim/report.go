@@ -81,7 +81,7 @@ func WriteBreakdown(w io.Writer, r Result) {
 		"fleet's breaker first seen open %s into the outage after %d attempts; last process heard it at %s after %d attempts; %d processes saw FleetUnknown\n",
 		b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond),
 		dur(b.Opened), b.HitsBeforeOpened, dur(b.LastHeard), b.HitsBeforeLastHeard, b.Unknown)
-	fmt.Fprint(w, "fleet questions in the whole outage (erred):")
+	fmt.Fprint(w, "FleetHost calls in the whole outage (erred; TryProbe mostly answered from memory):")
 	for _, k := range []string{"CallFailed", "Withdraw", "TryProbe", "ProbeDone"} {
 		fmt.Fprintf(w, " %s %d (%d)", k, b.Asked[k], b.Failed[k])
 	}
