@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,10 @@ import (
 )
 
 // Channel is the NOTIFY channel on which a host's breaker row is
-// announced when it opens or closes; the payload is the host key.
+// announced when it opens or closes. The payload is "open " or "closed "
+// and the host key: notifications arrive in commit order, so a listener
+// applies each as it comes, with no re-read. A payload that is the bare
+// key (the first format) makes the listener re-read the row.
 const Channel = "grantretry_hosts"
 
 // Defaults of the shared breaker and budget, the core's own.
@@ -24,6 +28,20 @@ const (
 	DefaultTokenRatio = 0.1
 	DefaultRefill     = 60 * time.Second
 )
+
+// asyncCommit, joined to a statement on grantretry_hosts, commits it
+// without waiting for its WAL to reach the disk. Every failure report and
+// withdrawal updates the host's one row, and a row's writers queue on its
+// lock until the writer before them has committed: with a flush per
+// commit they queued about 0.4 ms each on this project's machine, so a
+// burst of 32 failures took over 10 ms and most reports were cut at the
+// Transport's 5 ms limit (docs/fleet.md, "Measured figures"). The row is
+// soft state: a crash loses at most the last few hundred milliseconds of
+// counts and tokens (wal_writer_delay), after which a breaker may count a
+// few failures again or a budget hold a few tokens more. The letters and
+// the trail, whose commits must survive a crash, keep the server's
+// setting: set_config(..., true) lasts for the statement's transaction only.
+const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
 
 // Coordinator is a grantretry.Fleet on PostgreSQL: one row per funder
 // host in grantretry_hosts holds the fleet's breaker (consecutive failed
@@ -47,9 +65,31 @@ type Coordinator struct {
 	hosts map[string]*coordHost
 	fresh chan struct{} // a host was added: read its row soon
 
+	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	start  time.Time // the base of coordHost.probeAfter's monotonic clock
+
+	// slots bounds the statements run beyond their caller's limit (see
+	// detach). closing, under closeMu, refuses new ones once Close began,
+	// so that wg.Add never races wg.Wait.
+	slots   chan struct{}
+	closeMu sync.Mutex
+	closing bool
 }
+
+// reportLimit bounds a fleet statement that its caller stopped waiting
+// for, and maxDetached how many run at once in one Coordinator (see
+// detach): at most that many goroutines wait on a database that does not
+// answer.
+const (
+	reportLimit = time.Second
+	maxDetached = 64
+)
+
+// errBusy: too many statements are already running past their callers'
+// limit; the caller goes on with its local state.
+var errBusy = errors.New("grantretry: fleet: too many statements in flight")
 
 var _ grantretry.Fleet = (*Coordinator)(nil)
 
@@ -62,13 +102,26 @@ type coordHost struct {
 	// call reported after a success newer than the fleet's last failure
 	// restarts the fleet's run of failures.
 	lastOK atomic.Int64
+	// probeAfter is when, on the Coordinator's monotonic clock (since
+	// c.start), the probe lease another process holds ends: until then
+	// TryProbe answers no without asking. While the fleet's breaker is open
+	// every call asks for the probe, and asking the database each time put
+	// one statement per refused call on the host's row.
+	probeAfter atomic.Int64
+	// asking says a TryProbe statement of this process is in flight: the
+	// other calls meanwhile are refused without asking. leased is the end
+	// of a lease that statement took after its caller stopped waiting (0
+	// if none): the next call takes it.
+	asking atomic.Bool
+	leased atomic.Int64
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
 // database: its listener and its timers. Run Migrate first.
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, cancel: cancel, fresh: make(chan struct{}, 1)}
+	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
+		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached)}
 	c.wg.Add(2)
 	go c.listen(ctx)
 	go c.tick(ctx)
@@ -77,6 +130,9 @@ func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 
 // Close stops the Coordinator's goroutines and deposits what it counted.
 func (c *Coordinator) Close() {
+	c.closeMu.Lock()
+	c.closing = true
+	c.closeMu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -110,6 +166,43 @@ func (c *Coordinator) all() []*coordHost {
 	return out
 }
 
+// detach runs q under the Coordinator's own context, bounded by
+// reportLimit, and waits for it until ctx ends. A statement cut at the
+// caller's limit is not cancelled: pgx would close its connection (the
+// next statement then waits for a new one, and was cut in turn), and the
+// report would not be counted. It lands a little late instead, and its
+// answer still sets the host's state. Each Coordinator runs at most
+// slots such statements at once; past that, errBusy.
+func (c *Coordinator) detach(ctx context.Context, q func(context.Context) error) error {
+	c.closeMu.Lock()
+	if c.closing {
+		c.closeMu.Unlock()
+		return errBusy
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		c.closeMu.Unlock()
+		return errBusy
+	}
+	c.wg.Add(1)
+	c.closeMu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.slots }()
+		qctx, cancel := context.WithTimeout(c.ctx, reportLimit)
+		defer cancel()
+		done <- q(qctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (h *coordHost) State() grantretry.FleetState { return grantretry.FleetState(h.state.Load()) }
 
 // Succeeded counts a success for the deposit, and notes its time.
@@ -123,6 +216,7 @@ func (h *coordHost) set(open bool) {
 		h.state.Store(int32(grantretry.FleetOpen))
 	} else {
 		h.state.Store(int32(grantretry.FleetClosed))
+		h.leased.Store(0)
 	}
 }
 
@@ -140,6 +234,14 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 		t := time.Unix(0, ns)
 		lastOK = &t
 	}
+	return h.c.detach(ctx, func(ctx context.Context) error { return h.callFailed(ctx, lastOK) })
+}
+
+// callFailed and withdraw run in QueryExecModeExec, one round trip: in
+// pgx's default mode a statement's first run on a connection prepares it
+// first, and a process's first failures come with the outage's start,
+// when every connection is cold and the row is busiest.
+func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
 	var open bool
 	err := h.c.pool.QueryRow(ctx, `
 		WITH u AS (
@@ -151,8 +253,8 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 				opened_at = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
 				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
-		SELECT open, CASE WHEN just THEN pg_notify($4, $1) IS NULL ELSE false END FROM u`,
-		h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
+		SELECT open, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, `+asyncCommit,
+		pgx.QueryExecModeExec, h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
 	if err != nil {
 		return err
 	}
@@ -164,28 +266,89 @@ func (h *coordHost) CallFailed(ctx context.Context) error {
 // first (a drained bucket allows retries again after DefaultRefill), and
 // reports whether it is more than half full. One statement.
 func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
+	var allowed atomic.Bool
+	err := h.c.detach(ctx, func(ctx context.Context) error {
+		a, err := h.withdraw(ctx)
+		allowed.Store(a)
+		return err
+	})
+	return allowed.Load(), err
+}
+
+func (h *coordHost) withdraw(ctx context.Context) (bool, error) {
 	var allowed bool
 	err := h.c.pool.QueryRow(ctx, `
-		INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
-		ON CONFLICT (host) DO UPDATE SET refilled = now(),
-			tokens = GREATEST(LEAST(h.max_tokens,
-				h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
-		RETURNING tokens > max_tokens / 2`,
-		h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
+		WITH u AS (
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
+			ON CONFLICT (host) DO UPDATE SET refilled = now(),
+				tokens = GREATEST(LEAST(h.max_tokens,
+					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
+			RETURNING tokens > max_tokens / 2 AS allowed)
+		SELECT allowed FROM u, `+asyncCommit,
+		pgx.QueryExecModeExec, h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
 	return allowed, err
 }
 
-// TryProbe takes the fleet's probe lease if it is free.
+// TryProbe takes the fleet's probe lease if it is free. It asks the
+// database only when no lease it knows of is held and no other call of
+// this process is asking: the lease is the database's, and this only
+// skips questions whose answer is known. A caller that stops waiting is
+// refused, not given an error: it did not get the probe, and the fleet's
+// breaker is still open as far as this process knows (State says
+// otherwise when the database is away). A lease taken after its caller
+// stopped waiting goes to the next call.
 func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
-	rows, err := h.c.pool.Query(ctx, `
-		UPDATE grantretry_hosts SET probe_until = now() + $2::interval
-		WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING true`,
-		h.key, DefaultProbeEvery)
+	now := int64(time.Since(h.c.start))
+	if l := h.leased.Load(); l > now && h.leased.CompareAndSwap(l, 0) {
+		return true, nil
+	}
+	if now < h.probeAfter.Load() || !h.asking.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	// st hands the lease over once: 1 the caller stopped waiting first,
+	// 2 the statement took the lease first.
+	var st atomic.Int32
+	err := h.c.detach(ctx, func(qctx context.Context) error {
+		defer h.asking.Store(false)
+		got, err := h.tryProbe(qctx)
+		if got && !st.CompareAndSwap(0, 2) {
+			h.leased.Store(h.probeAfter.Load()) // for the next call
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errBusy):
+		h.asking.Store(false)
+		return false, nil
+	case err != nil && ctx.Err() != nil:
+		return !st.CompareAndSwap(0, 1), nil
+	case err != nil:
+		return false, err
+	}
+	return st.Load() == 2, nil
+}
+
+// tryProbe takes the lease if it is free, and notes when the lease held
+// (taken now or by another process) ends.
+func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
+	var got bool
+	var left float64 // seconds
+	asked := time.Since(h.c.start)
+	err := h.c.pool.QueryRow(ctx, `
+		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
+			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
+		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
+		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
+			FROM grantretry_hosts h WHERE h.host = $1) AS lease, `+asyncCommit,
+		h.key, DefaultProbeEvery).Scan(&got, &left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	return len(got) == 1, err
+	h.probeAfter.Store(int64(asked + time.Duration(left*float64(time.Second))))
+	return got, nil
 }
 
 // ProbeDone closes the fleet's breaker everywhere after a good probe; a
@@ -194,10 +357,14 @@ func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
 	if !ok {
 		return nil
 	}
+	return h.c.detach(ctx, h.probeOK)
+}
+
+func (h *coordHost) probeOK(ctx context.Context) error {
 	_, err := h.c.pool.Exec(ctx, `
 		WITH u AS (UPDATE grantretry_hosts SET opened_at = NULL, failures = 0, probe_until = '-infinity'
 			WHERE host = $1 RETURNING host)
-		SELECT pg_notify($2, host) FROM u`, h.key, Channel)
+		SELECT pg_notify($2, 'closed ' || host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
 		h.set(false)
 	}
@@ -237,11 +404,21 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		state, key, ok := strings.Cut(n.Payload, " ")
+		if !ok || (state != "open" && state != "closed") {
+			key = n.Payload
+		}
 		c.mu.Lock()
-		h := c.hosts[n.Payload]
+		h := c.hosts[key]
 		c.mu.Unlock()
-		if h != nil {
-			c.rereadHosts(ctx, []*coordHost{h})
+		switch {
+		case h == nil:
+		case key != n.Payload:
+			h.set(state == "open")
+		default:
+			// On the listener's own connection: the pool's may all be
+			// busy with the failure reports that opened the breaker.
+			c.rereadHosts(ctx, conn, []*coordHost{h})
 		}
 	}
 }
@@ -267,11 +444,16 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 }
 
-func (c *Coordinator) reread(ctx context.Context) { c.rereadHosts(ctx, c.all()) }
+func (c *Coordinator) reread(ctx context.Context) { c.rereadHosts(ctx, c.pool, c.all()) }
+
+// querier is a pool or a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
 
 // rereadHosts reads the breaker rows of hs; a host without a row is
 // closed. When the database does not answer, every host is unknown.
-func (c *Coordinator) rereadHosts(ctx context.Context, hs []*coordHost) {
+func (c *Coordinator) rereadHosts(ctx context.Context, q querier, hs []*coordHost) {
 	if len(hs) == 0 {
 		return
 	}
@@ -281,7 +463,7 @@ func (c *Coordinator) rereadHosts(ctx context.Context, hs []*coordHost) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx,
+	rows, err := q.Query(ctx,
 		`SELECT host, opened_at IS NOT NULL FROM grantretry_hosts WHERE host = ANY($1)`, keys)
 	if err != nil {
 		c.unknown()
@@ -316,8 +498,9 @@ func (c *Coordinator) deposit(ctx context.Context) {
 			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.pool.Exec(dctx, `UPDATE grantretry_hosts
-			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1`,
+		_, err := c.pool.Exec(dctx, `WITH u AS (UPDATE grantretry_hosts
+			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1 RETURNING 1)
+			SELECT FROM u, `+asyncCommit,
 			h.key, n, DefaultTokenRatio)
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {

@@ -208,3 +208,47 @@ func TestCoordinatorASuccessBreaksTheRunOfFailures(t *testing.T) {
 		t.Fatalf("10 failed calls each after a success: %d in a row, state %v; want 1, not open", failures, p.state())
 	}
 }
+
+func TestCoordinatorTryProbeDoesNotAskWhileAKnownLeaseIsHeld(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	p := newProcess(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO grantretry_hosts (host, tokens, max_tokens, opened_at, probe_until)
+		VALUES ($1, 10, 10, now(), now() + interval '1h')`, coordKey); err != nil {
+		t.Fatal(err)
+	}
+	h := p.co.Host(coordKey)
+	if ok, err := h.TryProbe(ctx); ok || err != nil {
+		t.Fatalf("another process holds the lease: %v, %v", ok, err)
+	}
+	// The lease ends early; this process, which saw it held for an hour,
+	// does not ask again, and leaves the probe to the others.
+	if _, err := pool.Exec(ctx, `UPDATE grantretry_hosts SET probe_until = now() - interval '1s'`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.TryProbe(ctx); ok || err != nil {
+		t.Fatalf("asked the database while a lease it knew of was held: %v, %v", ok, err)
+	}
+	if ok, err := newProcess(t).co.Host(coordKey).TryProbe(ctx); !ok || err != nil {
+		t.Fatalf("a process that knew of no lease: %v, %v", ok, err)
+	}
+}
+
+func TestCoordinatorReportCutAtTheLimitStillCounts(t *testing.T) {
+	pool := newPool(t)
+	poolFor = func(*testing.T) any { return pool }
+	defer func() { poolFor = nil }()
+	p := newProcess(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller has stopped waiting before the statement ran
+	if err := p.co.Host(coordKey).CallFailed(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CallFailed with an ended context: %v", err)
+	}
+	waitFor(t, "the report to land", func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT failures FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&n)
+		return err == nil && n == 1
+	})
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/grantretry/grantretry/fleet/internal/fleetsim"
 )
 
-const simSynopsis = `Usage: grantretry-fleet sim [-pg DSN] [-p 16] [-workers 2] [-outage 8s]
+const simSynopsis = `Usage: grantretry-fleet sim [-pg DSN] [-p 16] [-workers 2] [-outage 8s] [-seed 1]
 
 The fleet storm: a loopback funder up for -before, answering 503 for
 -outage, then up for -after, called by P Transports of -workers workers
@@ -18,7 +18,9 @@ each: first each on its local state ("local"), then sharing the breaker
 and budget through the database ("fleet"), then one Transport with as many
 workers ("single"). The P Transports share nothing but the database: each
 has its own Coordinator, pool and listener. Prints the table and one
-met/NOT met line per target of issue 13. Use a database of its own: the
+met/NOT met line per target of issue 13. -seed spreads the workers'
+starts and pauses (0: all in step, so the funder gets bursts of every
+worker at once). Use a database of its own: the
 fleet run opens about 3 connections per process.
 `
 
@@ -30,6 +32,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	before := fs.Duration("before", 2*time.Second, "the funder is up first for")
 	outage := fs.Duration("outage", 8*time.Second, "then down for")
 	after := fs.Duration("after", 3*time.Second, "then up again for")
+	seed := fs.Uint64("seed", 1, "spreads the workers' starts and pauses (0: every worker in step, bursts of all workers at once)")
 	rest, err := parse(fs, args, simSynopsis, stdout)
 	if err != nil {
 		return err
@@ -47,7 +50,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if dsn == "" {
 		return usagef("sim: no database: give -pg DSN or set %s", envDSN)
 	}
-	base := fleetsim.Config{Processes: *p, Workers: *workers, Pace: *pace, Before: *before, Outage: *outage, After: *after, DSN: dsn}
+	base := fleetsim.Config{Processes: *p, Workers: *workers, Pace: *pace, Before: *before, Outage: *outage, After: *after, DSN: dsn, Seed: *seed}
 	local, fleetCfg, single := base, base, base
 	fleetCfg.Fleet = true
 	single.Processes, single.Workers = 1, *p**workers
@@ -60,8 +63,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 		rs = append(rs, r)
 	}
-	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; breaker threshold 5, probe every 2s\n\n", *before, *outage, *after)
+	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; breaker threshold 5, probe every 2s; seed %d\n\n", *before, *outage, *after, *seed)
 	fleetsim.WriteTable(stdout, rs)
+	fmt.Fprintln(stdout)
+	fleetsim.WriteBreakdown(stdout, rs[1])
 	fmt.Fprintln(stdout)
 	fleetsim.WriteChecks(stdout, fleetsim.Targets(rs[1], rs[2]))
 	return nil

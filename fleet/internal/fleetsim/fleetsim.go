@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -37,6 +38,11 @@ type Config struct {
 	After     time.Duration // funder up again
 	Fleet     bool          // share the breaker and budget through DSN's database
 	DSN       string
+	// Seed, if not 0, spreads the workers: each starts after a random
+	// part of Pace and pauses between Pace/2 and 3*Pace/2, drawn from
+	// Seed. With 0 every worker starts at once and pauses exactly Pace,
+	// so the workers call in step: bursts of P*Workers calls at once.
+	Seed uint64
 }
 
 // Result is what one storm measured.
@@ -51,6 +57,7 @@ type Result struct {
 	FirstProbeOK     time.Duration // from the recovery to the first success the funder answered
 	MaxResume        time.Duration // from that success to the last process's first attempt after it
 	ProcessesResumed int
+	Breakdown        Breakdown // the fleet run's only
 }
 
 type hit struct {
@@ -111,6 +118,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	inner := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer inner.CloseIdleConnections()
 	tps := make([]*grantretry.Transport, cfg.Processes)
+	tr := &tracer{}
 	for i := range tps {
 		opts := []grantretry.Option{grantretry.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}
 		if cfg.Fleet {
@@ -131,7 +139,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 			}
 			co := fleet.NewCoordinator(pool)
 			defer co.Close()
-			opts = append(opts, grantretry.WithFleet(co))
+			opts = append(opts, grantretry.WithFleet(tracedFleet{Fleet: co, tr: tr, proc: i}))
 		}
 		tps[i] = grantretry.New(tagged{inner, strconv.Itoa(i)}, opts...)
 	}
@@ -140,23 +148,34 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 			cfg.Processes, cfg.Workers, cfg.Fleet, cfg.Before, cfg.Outage, cfg.After)
 	}
 	f.start = time.Now()
+	tr.start = f.start
 	end := cfg.Before + cfg.Outage + cfg.After
 	calls := make([][]call, cfg.Processes)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var n atomic.Int64
 	for p := range cfg.Processes {
-		for range cfg.Workers {
+		for w := range cfg.Workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(p*cfg.Workers+w)))
+				pause := func() time.Duration {
+					if cfg.Seed == 0 || cfg.Pace <= 0 {
+						return cfg.Pace
+					}
+					return cfg.Pace/2 + time.Duration(rng.Int64N(int64(cfg.Pace)+1))
+				}
+				if cfg.Seed != 0 && cfg.Pace > 0 {
+					time.Sleep(time.Duration(rng.Int64N(int64(cfg.Pace))))
+				}
 				var mine []call
 				for time.Since(f.start) < end && ctx.Err() == nil {
 					c := call{start: time.Since(f.start)}
 					out := send(ctx, tps[p], f.server.URL, int(n.Add(1)))
 					c.attempts, c.stopped = out.Attempts, out.StopReason == grantretry.StopCircuitOpen && out.Attempts == 0
 					mine = append(mine, c)
-					time.Sleep(cfg.Pace)
+					time.Sleep(pause())
 				}
 				mu.Lock()
 				calls[p] = append(calls[p], mine...)
@@ -165,7 +184,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 		}
 	}
 	wg.Wait()
-	return measure(cfg, f.hits, calls), ctx.Err()
+	r := measure(cfg, f.hits, calls)
+	if cfg.Fleet {
+		all := time.Duration(-1)
+		if r.AllStopped >= 0 {
+			all = r.AllStopped + cfg.Before
+		}
+		r.Breakdown = breakdown(cfg, f.hits, tr.ops, all)
+	}
+	return r, ctx.Err()
 }
 
 func send(ctx context.Context, tp *grantretry.Transport, url string, i int) grantretry.Outcome {

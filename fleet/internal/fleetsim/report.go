@@ -72,3 +72,18 @@ func WriteChecks(w io.Writer, cs []Check) {
 		fmt.Fprintf(w, "%-7s %s: %s\n", verdict, c.Target, c.Got)
 	}
 }
+
+// WriteBreakdown prints where the fleet run's first attempts in the
+// outage went.
+func WriteBreakdown(w io.Writer, r Result) {
+	b := r.Breakdown
+	fmt.Fprintf(w, "fleet run, until all stopped: %d failure reports, %d cut at the limit or failed (p50 %s, max %s); "+
+		"fleet's breaker first seen open %s into the outage after %d attempts; last process heard it at %s after %d attempts; %d processes saw FleetUnknown\n",
+		b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond),
+		dur(b.Opened), b.HitsBeforeOpened, dur(b.LastHeard), b.HitsBeforeLastHeard, b.Unknown)
+	fmt.Fprint(w, "FleetHost calls in the whole outage (erred; TryProbe mostly answered from memory):")
+	for _, k := range []string{"CallFailed", "Withdraw", "TryProbe", "ProbeDone"} {
+		fmt.Fprintf(w, " %s %d (%d)", k, b.Asked[k], b.Failed[k])
+	}
+	fmt.Fprintln(w)
+}

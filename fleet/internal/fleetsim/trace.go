@@ -1,0 +1,165 @@
+package fleetsim
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// tracer records what each process asked its fleet and when it first saw
+// each state, for Breakdown: where the storm's attempts went.
+type tracer struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []op
+}
+
+// op is one fleet question, or a state a process saw change.
+type op struct {
+	at, took time.Duration
+	proc     int
+	kind     string // "CallFailed", "Withdraw", "TryProbe", "ProbeDone", "state"
+	err      bool
+	state    grantretry.FleetState // after the op
+}
+
+func (tr *tracer) add(o op) {
+	tr.mu.Lock()
+	tr.ops = append(tr.ops, o)
+	tr.mu.Unlock()
+}
+
+type tracedFleet struct {
+	grantretry.Fleet
+	tr   *tracer
+	proc int
+}
+
+func (f tracedFleet) Host(key string) grantretry.FleetHost {
+	return &tracedHost{FleetHost: f.Fleet.Host(key), tr: f.tr, proc: f.proc}
+}
+
+type tracedHost struct {
+	grantretry.FleetHost
+	tr   *tracer
+	proc int
+	seen atomic.Int32
+}
+
+func (h *tracedHost) State() grantretry.FleetState {
+	s := h.FleetHost.State()
+	if old := h.seen.Swap(int32(s)); old != int32(s) {
+		h.tr.add(op{at: time.Since(h.tr.start), proc: h.proc, kind: "state", state: s})
+	}
+	return s
+}
+
+func (h *tracedHost) do(kind string, f func() error) {
+	t0 := time.Now()
+	err := f()
+	h.tr.add(op{at: t0.Sub(h.tr.start), took: time.Since(t0), proc: h.proc, kind: kind, err: err != nil, state: h.FleetHost.State()})
+}
+
+func (h *tracedHost) CallFailed(ctx context.Context) (err error) {
+	h.do("CallFailed", func() error { err = h.FleetHost.CallFailed(ctx); return err })
+	return err
+}
+
+func (h *tracedHost) Withdraw(ctx context.Context) (ok bool, err error) {
+	h.do("Withdraw", func() error { ok, err = h.FleetHost.Withdraw(ctx); return err })
+	return ok, err
+}
+
+func (h *tracedHost) TryProbe(ctx context.Context) (ok bool, err error) {
+	h.do("TryProbe", func() error { ok, err = h.FleetHost.TryProbe(ctx); return err })
+	return ok, err
+}
+
+func (h *tracedHost) ProbeDone(ctx context.Context, ok bool) (err error) {
+	h.do("ProbeDone", func() error { err = h.FleetHost.ProbeDone(ctx, ok); return err })
+	return err
+}
+
+// Breakdown is where a fleet storm's first attempts in the outage went:
+// how the failure reports fared, when the fleet's breaker opened, and
+// when the last process heard it.
+type Breakdown struct {
+	Reports, ReportsLost int           // CallFailed in the outage before all stopped; those that erred (cut at the limit)
+	ReportP50, ReportMax time.Duration // how long a report took
+	Opened               time.Duration // from the outage's start to the first process seeing FleetOpen; -1 if none
+	LastHeard            time.Duration // to the last process's first FleetOpen; -1 if some never
+	HitsBeforeOpened     int           // attempts the funder got before Opened
+	HitsBeforeLastHeard  int           // and before LastHeard
+	Unknown              int           // processes that saw FleetUnknown in the outage
+	// Asked and Failed count each fleet question in the whole outage, by
+	// kind, and those that erred.
+	Asked, Failed map[string]int
+}
+
+func breakdown(cfg Config, hits []hit, ops []op, all time.Duration) Breakdown {
+	b := Breakdown{Opened: -1, LastHeard: -1, Asked: map[string]int{}, Failed: map[string]int{}}
+	down, up := cfg.Before, cfg.Before+cfg.Outage
+	heard := map[int]time.Duration{}
+	unknown := map[int]bool{}
+	var took []time.Duration
+	for _, o := range ops {
+		if o.at < down || o.at >= up {
+			continue
+		}
+		if o.kind != "state" {
+			b.Asked[o.kind]++
+			if o.err {
+				b.Failed[o.kind]++
+			}
+		}
+		if o.kind == "CallFailed" && (all < 0 || o.at <= all) {
+			b.Reports++
+			took = append(took, o.took)
+			if o.err {
+				b.ReportsLost++
+			}
+		}
+		at := o.at + o.took
+		if o.state == grantretry.FleetUnknown && o.kind == "state" {
+			unknown[o.proc] = true
+		}
+		if o.state == grantretry.FleetOpen {
+			if t, ok := heard[o.proc]; !ok || at < t {
+				heard[o.proc] = at
+			}
+		}
+	}
+	b.Unknown = len(unknown)
+	slices.Sort(took)
+	if len(took) > 0 {
+		b.ReportP50, b.ReportMax = took[len(took)/2], took[len(took)-1]
+	}
+	var first, last time.Duration = -1, -1
+	for _, t := range heard {
+		if first < 0 || t < first {
+			first = t
+		}
+		last = max(last, t)
+	}
+	if first >= 0 {
+		b.Opened = first - down
+		for _, h := range hits {
+			if h.at >= down && h.at < first {
+				b.HitsBeforeOpened++
+			}
+		}
+	}
+	if len(heard) == cfg.Processes {
+		b.LastHeard = last - down
+		for _, h := range hits {
+			if h.at >= down && h.at < last {
+				b.HitsBeforeLastHeard++
+			}
+		}
+	}
+	return b
+}
