@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"hash"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -176,20 +176,7 @@ func (t *Trail) commit(recs [][]byte) error {
 // chain returns rec with the chain fields of record seq after prev, as
 // the trail file writes them, without the newline, and its hash.
 func (t *Trail) chain(rec []byte, seq uint64, prev [32]byte) ([]byte, [32]byte) {
-	b := append(t.buf[:0], rec[:len(rec)-2]...)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"prev":"`...)
-	b = hex.AppendEncode(b, prev[:])
-	b = append(b, '"')
-	var sum [32]byte
-	t.h.Reset()
-	t.h.Write(prev[:])
-	t.h.Write(b)
-	t.h.Sum(sum[:0])
-	b = append(b, `,"hash":"`...)
-	b = hex.AppendEncode(b, sum[:])
-	b = append(b, `"}`...)
+	b, sum := trail.AppendLink(t.buf[:0], t.h, rec[:len(rec)-1], seq, prev)
 	t.buf = b
 	return append([]byte(nil), b...), sum
 }

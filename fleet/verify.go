@@ -8,10 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
-	"strconv"
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/trail"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -142,78 +142,28 @@ func (v *chainVerifier) check(writer string, seq uint64, line []byte, prevCol, h
 		}
 		return broken(seq, "seq %d follows seq %d", seq, v.seq)
 	}
-	l, ok := parseChain(line)
+	l, ok := trail.ParseLink(line)
 	if !ok {
 		return broken(seq, "no chain fields (seq, prev, hash) at the end of the record (edited?)")
 	}
-	var sum [32]byte
-	v.h.Reset()
-	v.h.Write(l.prev[:])
-	v.h.Write(l.hashed)
-	v.h.Sum(sum[:0])
 	switch {
-	case sum != l.hash:
+	case !l.Valid(v.h):
 		return broken(seq, "hash does not match the record (edited?)")
-	case l.seq != seq:
-		return broken(seq, "the record says seq %d (edited?)", l.seq)
-	case l.prev != v.last:
+	case l.Seq != seq:
+		return broken(seq, "the record says seq %d (edited?)", l.Seq)
+	case l.Prev != v.last:
 		return broken(seq, "prev is not the hash of seq %d (edited, or a record replaced?)", v.seq)
-	case prevCol != hex.EncodeToString(l.prev[:]) || hashCol != hex.EncodeToString(l.hash[:]):
+	case prevCol != hex.EncodeToString(l.Prev[:]) || hashCol != hex.EncodeToString(l.Hash[:]):
 		return broken(seq, "the prev or hash column does not match the record (edited?)")
 	}
-	v.seq, v.last = seq, l.hash
+	v.seq, v.last = seq, l.Hash
 	v.cur.Records++
-	rec, err := decodeRecord(l.hashed)
+	rec, err := decodeRecord(l.Hashed)
 	if err != nil {
 		return broken(seq, "%v", err)
 	}
-	rec.Writer, rec.Seq, rec.Hash = writer, seq, hex.EncodeToString(l.hash[:])
+	rec.Writer, rec.Seq, rec.Hash = writer, seq, hex.EncodeToString(l.Hash[:])
 	return rec, nil
-}
-
-// chainLink is a record's chain fields, as the trail file writes them.
-type chainLink struct {
-	seq    uint64
-	prev   [32]byte
-	hash   [32]byte
-	hashed []byte
-}
-
-const (
-	seqKey  = `,"seq":`
-	prevKey = `,"prev":"`
-	hashKey = `,"hash":"`
-)
-
-// parseChain reads `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}` at the
-// end of line.
-func parseChain(line []byte) (chainLink, bool) {
-	var l chainLink
-	i := bytes.LastIndex(line, []byte(hashKey))
-	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
-		return l, false
-	}
-	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
-		return l, false
-	}
-	hashed := line[:i]
-	j := bytes.LastIndex(hashed, []byte(prevKey))
-	if j < 0 || len(hashed)-j != len(prevKey)+64+1 {
-		return l, false
-	}
-	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
-		return l, false
-	}
-	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
-	if k < 0 {
-		return l, false
-	}
-	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
-	if err != nil {
-		return l, false
-	}
-	l.seq, l.hashed = seq, hashed
-	return l, true
 }
 
 // decodeRecord reads the record's own fields (hashed ends before the

@@ -11,18 +11,57 @@ import (
 // chain returns line, which ends in "}\n", with the chain fields of the
 // next record appended, and leaves its hash in t.next. t.mu must be held.
 func (t *Trail) chain(line []byte) []byte {
-	b := append(t.buf[:0], line[:len(line)-2]...)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, t.seq+1, 10)
-	b = append(b, `,"prev":"`...)
-	b = hex.AppendEncode(b, t.last[:])
-	b = append(b, '"')
-	linkSum(t.h, &t.last, b, &t.next)
-	b = append(b, `,"hash":"`...)
-	b = hex.AppendEncode(b, t.next[:])
-	b = append(b, "\"}\n"...)
+	b, next := AppendLink(t.buf[:0], t.h, line[:len(line)-1], t.seq+1, t.last)
+	t.next = next
+	b = append(b, '\n')
 	t.buf = b
 	return b
+}
+
+// Link is one record's chain fields, as the trail writes them at the end
+// of every record: `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}`. It is
+// exported for other stores of the same chain (the fleet's table), so
+// that one format and one hash rule serve every sink and verifier.
+type Link struct {
+	Seq        uint64
+	Prev, Hash [32]byte
+	// Hashed is the record's bytes that Hash covers, after Prev: all of
+	// it up to ,"hash":".
+	Hashed []byte
+}
+
+// AppendLink appends to dst record, a JSON object ending in "}" (and no
+// newline), with the chain fields of record seq after prev, and returns
+// the result and the record's hash. h is a SHA-256 hash it may reset.
+func AppendLink(dst []byte, h hash.Hash, record []byte, seq uint64, prev [32]byte) ([]byte, [32]byte) {
+	b := append(dst, record[:len(record)-1]...)
+	b = append(b, seqKey...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, prevKey...)
+	b = hex.AppendEncode(b, prev[:])
+	b = append(b, '"')
+	var sum [32]byte
+	linkSum(h, &prev, b, &sum)
+	b = append(b, hashKey...)
+	b = hex.AppendEncode(b, sum[:])
+	b = append(b, `"}`...)
+	return b, sum
+}
+
+// ParseLink reads the chain fields that end line (without its newline),
+// as the trail writes them; ok is false if they are missing or malformed.
+// It does not check the hash: see Link.Valid.
+func ParseLink(line []byte) (l Link, ok bool) {
+	p, ok := parseLink(line)
+	return Link{Seq: p.seq, Prev: p.prev, Hash: p.hash, Hashed: p.hashed}, ok
+}
+
+// Valid reports whether l.Hash is the hash of l.Prev and l.Hashed; h is a
+// SHA-256 hash it may reset.
+func (l Link) Valid(h hash.Hash) bool {
+	var sum [32]byte
+	linkSum(h, &l.Prev, l.Hashed, &sum)
+	return sum == l.Hash
 }
 
 // linkSum puts into out the hash of a record: SHA-256 over the link before
