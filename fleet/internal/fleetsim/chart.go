@@ -41,19 +41,17 @@ const (
 
 // row is one time window drawn for every run, on one y scale.
 type row struct {
-	id           string // names the row's series: "full" or "zoom"
-	top, bottom  float64
-	from, to     time.Duration // relative to origin
-	bucket       time.Duration
-	unit         time.Duration // of the tick labels
-	xLabel       string
-	yLabel       string
-	fromOutage   bool // origin is the run's outage start, not its start
-	yMax         float64
-	caption      string // above the row, if any
-	markStopped  bool   // draw where every process was refusing calls
-	outageLabel  string
-	outageLabelY float64
+	id          string // names the row's series: "full" or "zoom"
+	top, bottom float64
+	from, to    time.Duration // relative to origin
+	bucket      time.Duration
+	unit        time.Duration // of the tick labels
+	xLabel      string
+	yLabel      string
+	fromOutage  bool // origin is the run's outage start, not its start
+	yMax        float64
+	caption     string // above the row, if any
+	markStopped bool   // draw where every process was refusing calls
 }
 
 func (w row) origin(r Result) time.Duration {
@@ -121,14 +119,12 @@ func chartRows(rs []Result) []row {
 	full := row{
 		id: "full", top: 106, bottom: 276, from: 0, to: span, bucket: fullBucket, unit: time.Second,
 		xLabel: "time since the start (s); bars of 100 ms", yLabel: "attempts per 100 ms",
-		outageLabel: "outage", outageLabelY: 120,
 	}
 	zoom := row{
 		id: "zoom", top: 356, bottom: 526, from: -zoomLead, to: zoomSpan, bucket: zoomBucket, unit: time.Millisecond,
 		xLabel: "time since the outage began (ms); bars of 5 ms", yLabel: "attempts per 5 ms",
 		fromOutage: true, markStopped: true,
-		caption:     fmt.Sprintf("The outage's first %v, where the runs differ", zoomSpan),
-		outageLabel: "outage", outageLabelY: 370,
+		caption: fmt.Sprintf("The outage's first %v, where the runs differ", zoomSpan),
 	}
 	rows := []row{full, zoom}
 	for i := range rows {
@@ -241,7 +237,7 @@ func (p panel) shade(b *bytes.Buffer) {
 	}
 	x0, x1 := p.x(from), p.x(to)
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" %s/>`+"\n", x0, p.top, x1-x0, p.bottom-p.top, outageFill)
-	text(b, (x0+x1)/2, p.outageLabelY, "middle", `fill="#555555"`, p.outageLabel)
+	text(b, (x0+x1)/2, p.top+14, "middle", `fill="#555555"`, "outage")
 }
 
 func (p panel) grid(b *bytes.Buffer, yTicks bool) {
