@@ -190,18 +190,124 @@ type attemptRecord struct {
 	elapsed    time.Duration
 }
 
-// callFields are the fields every line of one call shares.
-func (c *call) callFields(extra int) []zapcore.Field {
-	u := c.req.URL
-	fs := make([]zapcore.Field, 0, 6+extra)
-	return append(fs,
-		zap.String(FieldCorrelationID, capText(c.out.CorrelationID)),
-		zap.String(FieldIdempotencyKey, capText(c.out.IdempotencyKey)),
-		zap.String(FieldSubmissionID, c.out.SubmissionID),
-		zap.String(FieldMethod, capText(c.req.Method)),
-		zap.String(FieldHost, capText(hostOf(u))),
-		zap.String(FieldPath, capText(pathOf(u))),
-	)
+// auditShared holds the fields every line of one call shares, capped once
+// for all of them. A line carries them as its first fields, in the
+// documented order.
+//
+// Lines are zap.Inline fields over values that never change once the line
+// is written: a core may encode a line's fields after Write has returned
+// (zaptest/observer does, when ContextMap is called), and must then see
+// that line's values, not the call's later ones.
+type auditShared struct {
+	corr, key, sub, method, host, path string
+}
+
+// shared returns the call's shared fields, made at its first line. They
+// are final by then: prepare sets them before any attempt, and a call that
+// fails in prepare writes only its disposition. store, if not nil, is where
+// to make them: the first attempt line's own, so that they cost no
+// allocation of their own.
+func (c *call) shared(store *auditShared) *auditShared {
+	if c.auditShared == nil {
+		if store == nil {
+			store = new(auditShared)
+		}
+		u := c.req.URL
+		*store = auditShared{
+			corr:   capText(c.out.CorrelationID),
+			key:    capText(c.out.IdempotencyKey),
+			sub:    c.out.SubmissionID,
+			method: capText(c.req.Method),
+			host:   capText(hostOf(u)),
+			path:   capText(pathOf(u)),
+		}
+		c.auditShared = store
+	}
+	return c.auditShared
+}
+
+// MarshalLogObject writes the shared fields, as zap.String fields would.
+func (s *auditShared) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString(FieldCorrelationID, s.corr)
+	enc.AddString(FieldIdempotencyKey, s.key)
+	enc.AddString(FieldSubmissionID, s.sub)
+	enc.AddString(FieldMethod, s.method)
+	enc.AddString(FieldHost, s.host)
+	enc.AddString(FieldPath, s.path)
+	return nil
+}
+
+// attemptLine is one attempt line: one allocation for the line, its values
+// and the field zap is given, in place of a []zapcore.Field of 15.
+type attemptLine struct {
+	shared     *auditShared
+	n, status  int
+	errText    string
+	reason     string
+	retryable  bool
+	wait       time.Duration
+	waitSource string
+	latency    time.Duration
+	elapsed    time.Duration
+	field      [1]zapcore.Field
+	store      auditShared // the call's shared fields, if this is its first line
+}
+
+// MarshalLogObject writes the line's fields, each as the zap.Field of its
+// type would (zap.Int writes an int64).
+func (l *attemptLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	_ = l.shared.MarshalLogObject(enc)
+	enc.AddInt64(FieldAttempt, int64(l.n))
+	enc.AddInt64(FieldStatus, int64(l.status))
+	enc.AddString(FieldError, l.errText)
+	enc.AddString(FieldReason, l.reason)
+	enc.AddBool(FieldRetryable, l.retryable)
+	enc.AddDuration(FieldWait, l.wait)
+	enc.AddString(FieldWaitSource, l.waitSource)
+	enc.AddDuration(FieldLatency, l.latency)
+	enc.AddDuration(FieldElapsed, l.elapsed)
+	return nil
+}
+
+// dispositionLine is the call's disposition line, made as attemptLine is.
+type dispositionLine struct {
+	shared      *auditShared
+	disposition Disposition
+	attempts    int
+	stopReason  string
+	status      int
+	reason      string
+	errText     string
+	sum         string
+	size        int64
+	whyNot      string
+	elapsed     time.Duration
+	deadLetter  string
+	recordErr   string
+	reconciles  int
+	ambiguous   bool
+	field       [1]zapcore.Field
+}
+
+// MarshalLogObject writes the line's fields, each as the zap.Field of its
+// type would.
+func (l *dispositionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	_ = l.shared.MarshalLogObject(enc)
+	enc.AddString(FieldDisposition, string(l.disposition))
+	enc.AddInt64(FieldAttempts, int64(l.attempts))
+	enc.AddString(FieldStopReason, l.stopReason)
+	enc.AddInt64(FieldStatus, int64(l.status))
+	enc.AddString(FieldReason, l.reason)
+	enc.AddString(FieldError, l.errText)
+	enc.AddString(FieldPayloadSHA256, l.sum)
+	enc.AddInt64(FieldPayloadBytes, l.size)
+	enc.AddString(FieldNotReplayable, l.whyNot)
+	enc.AddDuration(FieldElapsed, l.elapsed)
+	enc.AddString(FieldDeadLetterID, l.deadLetter)
+	enc.AddString(FieldRecordError, l.recordErr)
+	enc.AddInt64(FieldReconciles, int64(l.reconciles))
+	enc.AddBool(FieldAmbiguous, l.ambiguous)
+	return nil
 }
 
 // maxFieldText bounds a text field of an audit line that a caller or a
@@ -221,22 +327,17 @@ func capText(s string) string {
 }
 
 func (c *call) logAttempt(a attemptRecord) {
-	errText := ""
-	if a.err != nil {
-		errText = capText(c.t.cfg.redact.scrub(a.err, c.req))
+	l := &attemptLine{
+		n: a.n, status: a.status,
+		reason: a.verdict.Reason, retryable: a.verdict.Retryable,
+		wait: a.wait, waitSource: a.waitSource, latency: a.latency, elapsed: a.elapsed,
 	}
-	err := c.t.audit(zap.InfoLevel, MsgAttempt, append(c.callFields(9),
-		zap.Int(FieldAttempt, a.n),
-		zap.Int(FieldStatus, a.status),
-		zap.String(FieldError, errText),
-		zap.String(FieldReason, a.verdict.Reason),
-		zap.Bool(FieldRetryable, a.verdict.Retryable),
-		zap.Duration(FieldWait, a.wait),
-		zap.String(FieldWaitSource, a.waitSource),
-		zap.Duration(FieldLatency, a.latency),
-		zap.Duration(FieldElapsed, a.elapsed),
-	))
-	if err != nil {
+	l.shared = c.shared(&l.store)
+	if a.err != nil {
+		l.errText = capText(c.t.cfg.redact.scrub(a.err, c.req))
+	}
+	l.field[0] = zap.Inline(l)
+	if err := c.t.audit(zap.InfoLevel, MsgAttempt, l.field[:]); err != nil {
 		c.trailFailed(err)
 	}
 }
@@ -249,31 +350,23 @@ func (c *call) logDisposition(cause error) {
 	if !c.t.auditing(level) {
 		return
 	}
+	o := &c.out
+	l := &dispositionLine{
+		shared: c.shared(nil), disposition: o.Disposition, attempts: o.Attempts,
+		stopReason: o.StopReason, status: o.Status, reason: o.Reason,
+		sum: c.p.sum, size: c.p.size, whyNot: c.p.whyNotRe,
+		elapsed: o.Elapsed, deadLetter: o.DeadLetterID,
+		reconciles: o.Reconciles, ambiguous: o.Ambiguous,
+	}
 	rd := c.t.cfg.redact
-	errText, recErr := "", ""
 	if cause != nil {
-		errText = capText(rd.scrub(cause, c.req))
+		l.errText = capText(rd.scrub(cause, c.req))
 	}
-	if c.out.RecordErr != nil {
-		recErr = capText(rd.scrub(c.out.RecordErr, c.req))
+	if o.RecordErr != nil {
+		l.recordErr = capText(rd.scrub(o.RecordErr, c.req))
 	}
-	sum, size, whyNot := c.p.sum, c.p.size, c.p.whyNotRe
-	err := c.t.audit(level, MsgDisposition, append(c.callFields(14),
-		zap.String(FieldDisposition, string(c.out.Disposition)),
-		zap.Int(FieldAttempts, c.out.Attempts),
-		zap.String(FieldStopReason, c.out.StopReason),
-		zap.Int(FieldStatus, c.out.Status),
-		zap.String(FieldReason, c.out.Reason),
-		zap.String(FieldError, errText),
-		zap.String(FieldPayloadSHA256, sum),
-		zap.Int64(FieldPayloadBytes, size),
-		zap.String(FieldNotReplayable, whyNot),
-		zap.Duration(FieldElapsed, c.out.Elapsed),
-		zap.String(FieldDeadLetterID, c.out.DeadLetterID),
-		zap.String(FieldRecordError, recErr),
-		zap.Int(FieldReconciles, c.out.Reconciles),
-		zap.Bool(FieldAmbiguous, c.out.Ambiguous),
-	))
+	l.field[0] = zap.Inline(l)
+	err := c.t.audit(level, MsgDisposition, l.field[:])
 	if err == nil && c.t.cfg.trail != nil {
 		// The caller learns the disposition only once it is on disk.
 		err = c.syncTrail()

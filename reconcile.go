@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // ReconcileFunc asks the funder whether it recorded a submission whose last
@@ -302,13 +303,14 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 	if err != nil {
 		errText = capText(c.t.cfg.redact.scrub(err, c.req))
 	}
-	if werr := c.t.audit(level, MsgReconcile, append(c.callFields(5),
+	if werr := c.t.audit(level, MsgReconcile, []zapcore.Field{
+		zap.Inline(c.shared(nil)),
 		zap.Int(FieldAttempt, c.out.Attempts),
 		zap.String(FieldVerdict, verdict),
 		zap.Int(FieldStatus, status),
 		zap.String(FieldError, errText),
 		zap.Duration(FieldLatency, latency),
-	)); werr != nil {
+	}); werr != nil {
 		c.trailFailed(werr)
 	}
 }

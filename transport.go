@@ -165,7 +165,8 @@ type call struct {
 	trailBroken         bool // the trail's failure is already in out.RecordErr
 	failedOnce          bool // the breaker has counted one of the call's failures
 	fleet               fleetCall
-	span                trace.Span // the call's, nil without a tracer
+	span                trace.Span   // the call's, nil without a tracer
+	auditShared         *auditShared // made at the call's first audit line
 }
 
 // RoundTrip sends one logical call: the request and as many retries as the
