@@ -50,7 +50,7 @@ const (
 	FieldBreakerFrom    = "from"
 	FieldBreakerTo      = "to"
 	FieldDeadLetterID   = "dead_letter_id" // on disposition lines: the Letter kept for the call, "" if none
-	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept, "" if it was or none was due
+	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept (or where it was kept instead of its sink), "" if it was or none was due
 	FieldReconciles     = "reconciles"     // on disposition lines: questions asked of the reconciler
 	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
 	FieldVerdict        = "verdict"        // on reconcile lines: ReconcileApplied, ReconcileNotApplied or ReconcileUnknown

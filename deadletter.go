@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -81,9 +82,18 @@ type Letter struct {
 // context is the caller's, detached from the caller's cancellation, so that
 // a caller giving up never drops a letter. A sink must be safe for
 // concurrent use.
+//
+// A sink that could not store the letter where it promised but kept it
+// durably elsewhere (a fallback) returns an error with a method
+// KeptAt() string naming where: the Transport then reports the error in
+// Outcome.RecordErr as it reads, not as a letter lost.
 type DeadLetterSink interface {
 	PutDeadLetter(ctx context.Context, l *Letter) error
 }
+
+// keptElsewhere is the error of a sink that kept the letter in a place
+// other than the one it promised (see DeadLetterSink).
+type keptElsewhere interface{ KeptAt() string }
 
 // MaxLetterBody is the largest request body a Letter holds. A larger one
 // (through GetBody, or buffered under a replay limit set above it) is left
@@ -106,7 +116,12 @@ func (c *call) keepLetter(lastErr error) {
 	}
 	l := c.letter(lastErr)
 	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
-		c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+		var ke keptElsewhere
+		if errors.As(err, &ke) && ke.KeptAt() != "" {
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, err))
+		} else {
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+		}
 		c.observeRecordFailure(recordDeadLetter)
 		return
 	}

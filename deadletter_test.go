@@ -331,6 +331,47 @@ func TestDeadLetterSinkFailureIsReported(t *testing.T) {
 	}
 }
 
+// keptAtError is a sink's error for a letter it kept in a fallback place.
+type keptAtError struct{ at string }
+
+func (e *keptAtError) Error() string  { return "kept at " + e.at + " instead" }
+func (e *keptAtError) KeptAt() string { return e.at }
+
+// A sink whose error says where it kept the letter instead (KeptAt) is
+// not reported as having lost it; one whose KeptAt is "" is.
+func TestDeadLetterKeptElsewhereIsNotReportedAsLost(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		at      string
+		notKept bool
+	}{
+		{"kept in a fallback", "/var/letters/x.json", false},
+		{"kept nowhere", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sinkErr := &keptAtError{at: tc.at}
+			h := newHarness(t, WithDeadLetter(&memLetters{err: sinkErr}), WithBudget(1, time.Hour))
+			h.mock.RegisterResponder(http.MethodPost, funderURL, func(*http.Request) (*http.Response, error) {
+				return nil, errors.New("connection reset by peer")
+			})
+			req, _ := newPost(t, context.Background(), `{"a":1}`, true)
+			_, err := h.tr.RoundTrip(req)
+			e := mustError(t, err)
+			var got *keptAtError
+			if !errors.As(e.RecordErr, &got) || got != sinkErr {
+				t.Fatalf("RecordErr %v does not wrap the sink's error", e.RecordErr)
+			}
+			msg := e.RecordErr.Error()
+			if strings.Contains(msg, "not kept") != tc.notKept {
+				t.Errorf("RecordErr %q: says \"not kept\" = %v, want %v", msg, !tc.notKept, tc.notKept)
+			}
+			if !strings.Contains(msg, sinkErr.Error()) {
+				t.Errorf("RecordErr %q does not carry the sink's own account %q", msg, sinkErr.Error())
+			}
+		})
+	}
+}
+
 // The caller giving up as the call ends dead_letter does not stop the
 // letter: the sink gets a context detached from the caller's cancellation.
 func TestDeadLetterSurvivesCallerCancel(t *testing.T) {

@@ -149,7 +149,7 @@ func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
 		b.WriteString(rd.scrub(cause, r))
 	}
 	if o.RecordErr != nil {
-		b.WriteString("; and the call was not recorded: ")
+		b.WriteString("; and the call was not recorded as promised: ")
 		b.WriteString(rd.scrub(o.RecordErr, r))
 	}
 	return &Error{Outcome: o, Err: cause, msg: b.String()}

@@ -3,18 +3,25 @@ package fleet
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // BenchmarkTrailDispositionCommit16 measures what a disposition costs the
-// caller with the fleet's trail: 16 writers (16 processes' Trails) each
-// write an attempt and a disposition record and Sync, concurrently; the
-// Sync's latency is what RoundTrip waits. It reports p50 and p99 in µs.
-// "saturated" has no pause between a writer's calls, which measures the
-// server's commit throughput more than a call's latency; "call-5ms" waits
-// 5 ms between them, as a call to a funder at least takes.
+// caller with the fleet's trail: 16 writers (16 processes' Trails, each
+// with a pool of its own, as processes have) each write an attempt and a
+// disposition record and Sync, concurrently; the Sync's latency is what
+// RoundTrip waits. It reports p50 and p99 in µs. Each Trail has committed
+// its opening record before the timing starts, as a process does before
+// its first call. "saturated" has no pause between a writer's calls,
+// which measures the server's commit throughput more than a call's
+// latency; "call-5ms" waits 5 ms between them, as a call to a funder at
+// least takes. BenchmarkCommitFloor16 is the floor under both.
 //
 //	cd fleet && go test -run '^$' -bench TrailDispositionCommit16 -benchtime 4000x
 func BenchmarkTrailDispositionCommit16(b *testing.B) {
@@ -24,11 +31,20 @@ func BenchmarkTrailDispositionCommit16(b *testing.B) {
 
 func benchDispositionCommit(b *testing.B, pause time.Duration) {
 	const writers = 16
+	ctx := context.Background()
 	pool := newPool(b)
 	trails := make([]*Trail, writers)
 	for i := range trails {
-		tr, err := NewTrail(context.Background(), pool, WithLimit(time.Second))
+		own, err := pgxpool.New(ctx, pool.Config().ConnString())
 		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(own.Close)
+		tr, err := NewTrail(ctx, own, WithLimit(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.Sync(); err != nil {
 			b.Fatal(err)
 		}
 		trails[i] = tr
@@ -60,14 +76,101 @@ func benchDispositionCommit(b *testing.B, pause time.Duration) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	all := slices.Concat(lat...)
-	if len(all) == 0 {
-		return
-	}
-	slices.Sort(all)
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
-	if _, err := VerifyTrail(context.Background(), pool); err != nil {
+	reportLatency(b, slices.Concat(lat...))
+	sum, err := VerifyTrail(ctx, pool)
+	if err != nil {
 		b.Fatal(err)
 	}
+	if want := writers + 2*b.N; sum.Records != want {
+		b.Fatalf("the trail holds %d records, want %d", sum.Records, want)
+	}
+}
+
+// BenchmarkCommitFloor16 measures the floor under the trail's figures:
+// 16 writers, each on a connection of its own, paced as in
+// BenchmarkTrailDispositionCommit16. "roundtrip" is a SELECT 1: the wire
+// and the scheduler, no WAL. "insert-commit" is a bare INSERT of 600
+// bytes committed on its own with synchronous commit: the WAL flush that
+// every durable commit waits for, which no trail design can beat.
+// "insert-nosync" is the same INSERT with synchronous_commit off for that
+// session only, which a durable trail must never use: the difference to
+// "insert-commit" is the flush's share. "1-writer" is "insert-commit" with
+// one writer alone.
+//
+//	cd fleet && go test -run '^$' -bench CommitFloor16 -benchtime 4000x
+func BenchmarkCommitFloor16(b *testing.B) {
+	insert := "INSERT INTO grantretry_floor (record) VALUES ($1)"
+	record := strings.Repeat("x", 600)
+	for _, pause := range []struct {
+		name string
+		d    time.Duration
+	}{{"saturated", 0}, {"call-5ms", 5 * time.Millisecond}} {
+		b.Run("roundtrip/"+pause.name, func(b *testing.B) {
+			benchFloor(b, 16, pause.d, "on", "SELECT 1")
+		})
+		b.Run("insert-commit/"+pause.name, func(b *testing.B) {
+			benchFloor(b, 16, pause.d, "on", insert, record)
+		})
+		b.Run("insert-nosync/"+pause.name, func(b *testing.B) {
+			benchFloor(b, 16, pause.d, "off", insert, record)
+		})
+		b.Run("insert-commit-1-writer/"+pause.name, func(b *testing.B) {
+			benchFloor(b, 1, pause.d, "on", insert, record)
+		})
+	}
+}
+
+// benchFloor runs sql on writers connections of their own, with
+// synchronous_commit set to syncCommit, and reports its latency.
+func benchFloor(b *testing.B, writers int, pause time.Duration, syncCommit, sql string, args ...any) {
+	ctx := context.Background()
+	pool := newPool(b)
+	if _, err := pool.Exec(ctx, `CREATE TABLE grantretry_floor (id bigserial PRIMARY KEY, record text NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	conns := make([]*pgx.Conn, writers)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close(ctx) })
+		if _, err := c.Exec(ctx, "SELECT set_config('synchronous_commit', $1, false)", syncCommit); err != nil {
+			b.Fatal(err)
+		}
+		conns[i] = c
+	}
+	lat := make([][]time.Duration, writers)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < b.N; i += writers {
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+				t0 := time.Now()
+				if _, err := conns[w].Exec(ctx, sql, args...); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportLatency(b, slices.Concat(lat...))
+}
+
+// reportLatency reports the p50 and p99 of lat in µs.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -39,22 +40,39 @@ func NewLetters(pool *pgxpool.Pool, opts ...Option) *Letters {
 var ErrLeaseLost = errors.New("grantretry: fleet: the letter's lease was lost to another worker")
 
 // FallbackError is PutDeadLetter's error when the database did not take a
-// letter: Dir is where it was kept instead ("" if it was not kept at all),
-// Err why the database did not take it.
+// letter: Dir is the fallback directory that kept it instead ("" if none
+// did), Err why the database did not take it, and, when the fallback
+// directory failed too, why it did not.
 type FallbackError struct {
 	ID  string
 	Dir string
 	Err error
+
+	tried string // the fallback directory that did not take it either
 }
 
 func (e *FallbackError) Error() string {
-	if e.Dir == "" {
-		return fmt.Sprintf("grantretry: fleet: letter %s not in the database (%v), and no fallback directory", e.ID, e.Err)
+	switch {
+	case e.Dir != "":
+		return fmt.Sprintf("grantretry: fleet: letter %s kept in the local directory at %s because the database insert failed: %v", e.ID, e.KeptAt(), e.Err)
+	case e.tried != "":
+		return fmt.Sprintf("grantretry: fleet: letter %s not kept: the database insert failed, and so did the write to the local directory %s: %v", e.ID, e.tried, e.Err)
 	}
-	return fmt.Sprintf("grantretry: fleet: letter %s not in the database (%v); kept in the local directory %s instead", e.ID, e.Err, e.Dir)
+	return fmt.Sprintf("grantretry: fleet: letter %s not kept: the database insert failed, and there is no fallback directory: %v", e.ID, e.Err)
 }
 
 func (e *FallbackError) Unwrap() error { return e.Err }
+
+// KeptAt returns the file the letter was kept in, in the fallback
+// directory, or "" if it was not kept. The Transport reads it to report
+// the letter as kept there, not as lost (see grantretry.DeadLetterSink).
+func (e *FallbackError) KeptAt() string {
+	if e.Dir == "" {
+		return ""
+	}
+	// deadletter.Dir stores a letter as <ID>.json.
+	return filepath.Join(e.Dir, e.ID+".json")
+}
 
 // PutDeadLetter inserts l, and returns once the insert is committed. It
 // waits at most the limit for the database; past it, or on any error, it
@@ -78,7 +96,7 @@ func (s *Letters) PutDeadLetter(ctx context.Context, l *grantretry.Letter) error
 	fe := &FallbackError{ID: l.ID, Err: err}
 	if s.cfg.fallback != nil {
 		if ferr := s.cfg.fallback.PutDeadLetter(ctx, l); ferr != nil {
-			fe.Err = errors.Join(err, ferr)
+			fe.Err, fe.tried = fmt.Errorf("%w; the local directory: %w", err, ferr), s.cfg.fallback.Path()
 		} else {
 			fe.Dir = s.cfg.fallback.Path()
 		}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +178,53 @@ func TestLettersThroughATransportKeepRecordErrWhenFallingBack(t *testing.T) {
 	}
 	if _, err := dir.Get(fe.ID); err != nil {
 		t.Fatal(err)
+	}
+	// The caller reads that the letter is kept, where, and why not in
+	// the database; not that it was lost.
+	msg := out.RecordErr.Error()
+	want := "kept in the local directory at " + filepath.Join(dir.Path(), fe.ID+".json") + " because the database insert failed: "
+	if !strings.Contains(msg, want) || strings.Contains(msg, "not kept") {
+		t.Errorf("RecordErr %q, want it to say %q and not \"not kept\"", msg, want)
+	}
+	if _, err := os.Stat(fe.KeptAt()); err != nil {
+		t.Errorf("KeptAt %s: %v", fe.KeptAt(), err)
+	}
+}
+
+// A letter neither the database nor a fallback took is reported as not
+// kept, naming the fallback directory that failed, if there is one.
+func TestLettersNotKeptAnywhereSayWhy(t *testing.T) {
+	readOnly, err := deadletter.OpenReadOnly(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		fallback *deadletter.Dir
+		says     string
+	}{
+		{"no fallback", nil, "the database insert failed, and there is no fallback directory: "},
+		{"fallback failed", readOnly, "the database insert failed, and so did the write to the local directory " + readOnly.Path() + ": "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool(t)
+			var opts []Option
+			if tc.fallback != nil {
+				opts = append(opts, WithFallback(tc.fallback))
+			}
+			s := NewLetters(pool, opts...)
+			pool.Close() // the database is away
+			err := s.PutDeadLetter(context.Background(), testLetter("http://funder.example", 8))
+			var fe *FallbackError
+			if !errors.As(err, &fe) || fe.Dir != "" || fe.KeptAt() != "" {
+				t.Fatalf("PutDeadLetter: %v, want a FallbackError that kept it nowhere", err)
+			}
+			if tc.fallback != nil && !errors.Is(err, fs.ErrPermission) {
+				t.Errorf("%v does not wrap the fallback directory's error", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "not kept: "+tc.says) {
+				t.Errorf("error %q, want it to say \"not kept: %s\"", msg, tc.says)
+			}
+		})
 	}
 }

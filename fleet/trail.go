@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,9 +162,19 @@ func (t *Trail) commit(recs [][]byte) error {
 		seqs[i], lines[i], hashes[i] = int64(seq), string(line), hex.EncodeToString(last[:])
 	}
 	// One statement, one round trip, committed on its own.
-	_, err := t.pool.Exec(ctx, `INSERT INTO grantretry_trail (writer, seq, record, prev, hash)
+	var err error
+	if n <= maxValuesRows {
+		args := make([]any, 1, 1+4*n)
+		args[0] = t.writer
+		for i := range n {
+			args = append(args, seqs[i], lines[i], prevs[i], hashes[i])
+		}
+		_, err = t.pool.Exec(ctx, insertValues(n), args...)
+	} else {
+		_, err = t.pool.Exec(ctx, `INSERT INTO grantretry_trail (writer, seq, record, prev, hash)
 		SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[])`,
-		t.writer, seqs, lines, prevs, hashes)
+			t.writer, seqs, lines, prevs, hashes)
+	}
 	if err != nil {
 		// The commit may have happened with its answer lost.
 		t.resync = true
@@ -171,6 +182,29 @@ func (t *Trail) commit(recs [][]byte) error {
 	}
 	t.seq, t.last = seq, last
 	return nil
+}
+
+// maxValuesRows is the most records a Sync inserts with a multi-row
+// VALUES; more go through unnest. VALUES costs the server less than
+// unnest's arrays (BenchmarkTrailDispositionCommit16: p50 about 13% lower
+// saturated), and its text depends on the number of rows, so each count
+// up to this one is a prepared statement of its own in a connection's
+// cache, and the count is bounded.
+const maxValuesRows = 8
+
+// insertValues returns the statement that inserts n records of one
+// writer ($1) with VALUES: seq, record, prev and hash of each row follow.
+func insertValues(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO grantretry_trail (writer, seq, record, prev, hash) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := 2 + 4*i
+		fmt.Fprintf(&b, "($1, $%d::bigint, $%d::text, $%d::text, $%d::text)", p, p+1, p+2, p+3)
+	}
+	return b.String()
 }
 
 // chain returns rec with the chain fields of record seq after prev, as

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,49 @@ func TestTrailCommitsEveryDispositionAndVerifies(t *testing.T) {
 	// 1 opened + per call 2 attempts and 1 disposition.
 	if want := 2 + 5*3; sum.Records != want {
 		t.Fatalf("%d records, want %d", sum.Records, want)
+	}
+}
+
+// A Sync commits any number of records: up to maxValuesRows with VALUES,
+// more with unnest; both chain and verify, in order.
+func TestTrailCommitsSyncsOfEverySize(t *testing.T) {
+	pool := newPool(t)
+	tr := newTrail(t, pool)
+	sizes := []int{1, 2, maxValuesRows, maxValuesRows + 1, 3 * maxValuesRows}
+	want := 1 // the opening record
+	for _, n := range sizes {
+		for i := range n {
+			rec := fmt.Sprintf(`{"level":"info","msg":"test.record","sync":%d,"i":%d}`+"\n", n, i)
+			if _, err := tr.Write([]byte(rec)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tr.Sync(); err != nil {
+			t.Fatalf("Sync of %d records: %v", n, err)
+		}
+		want += n
+	}
+	var got []string
+	sum, err := ReadTrail(context.Background(), pool, func(r TrailRecord) error {
+		if r.Msg == "test.record" {
+			got = append(got, fmt.Sprint(r.Fields["sync"], "/", r.Fields["i"]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != want || tr.FellBack() != 0 {
+		t.Fatalf("%d records (%d fell back), want %d", sum.Records, tr.FellBack(), want)
+	}
+	var order []string
+	for _, n := range sizes {
+		for i := range n {
+			order = append(order, fmt.Sprint(n, "/", i))
+		}
+	}
+	if !slices.Equal(got, order) {
+		t.Fatalf("records in chain order %v, want %v", got, order)
 	}
 }
 
