@@ -119,6 +119,7 @@ func (c *call) keepLetter(lastErr error) {
 		var ke keptElsewhere
 		if errors.As(err, &ke) && ke.KeptAt() != "" {
 			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, err))
+			c.out.DeadLetterID = l.ID // kept, where KeptAt says
 		} else {
 			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
 		}

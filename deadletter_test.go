@@ -368,6 +368,9 @@ func TestDeadLetterKeptElsewhereIsNotReportedAsLost(t *testing.T) {
 			if !strings.Contains(msg, sinkErr.Error()) {
 				t.Errorf("RecordErr %q does not carry the sink's own account %q", msg, sinkErr.Error())
 			}
+			if kept := e.Outcome.DeadLetterID != ""; kept == tc.notKept {
+				t.Errorf("DeadLetterID %q for a letter kept=%v", e.Outcome.DeadLetterID, !tc.notKept)
+			}
 		})
 	}
 }

@@ -56,7 +56,8 @@ type Outcome struct {
 	Reconciles int
 	Ambiguous  bool
 	// DeadLetterID is the ID of the Letter kept for this call (see
-	// WithDeadLetter), "" if none was kept.
+	// WithDeadLetter), "" if none was kept. A letter a sink kept only in
+	// its fallback has its ID here too, and RecordErr says where it is.
 	DeadLetterID string
 	// RecordErr is non-nil when the call could not be recorded as promised:
 	// the audit trail (WithAuditTrail) or the dead-letter sink

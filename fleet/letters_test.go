@@ -179,6 +179,9 @@ func TestLettersThroughATransportKeepRecordErrWhenFallingBack(t *testing.T) {
 	if _, err := dir.Get(fe.ID); err != nil {
 		t.Fatal(err)
 	}
+	if out.DeadLetterID != fe.ID {
+		t.Errorf("DeadLetterID %q, want the fallback's letter %q", out.DeadLetterID, fe.ID)
+	}
 	// The caller reads that the letter is kept, where, and why not in
 	// the database; not that it was lost.
 	msg := out.RecordErr.Error()
