@@ -82,7 +82,7 @@ func WriteBreakdown(w io.Writer, r Result) {
 		b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond),
 		dur(b.Opened), b.HitsBeforeOpened, dur(b.LastHeard), b.HitsBeforeLastHeard, b.Unknown)
 	fmt.Fprint(w, "FleetHost calls in the whole outage (erred; TryProbe mostly answered from memory):")
-	for _, k := range []string{"CallFailed", "Withdraw", "TryProbe", "ProbeDone"} {
+	for _, k := range []string{"Failed", "TryProbe", "ProbeDone"} {
 		fmt.Fprintf(w, " %s %d (%d)", k, b.Asked[k], b.Failed[k])
 	}
 	fmt.Fprintln(w)
