@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -170,5 +172,36 @@ func TestDeadLetterListShowRedeliver(t *testing.T) {
 	}
 	if code, _, _ := runCLI("deadletter", "redeliver", "letter-0"); code != exitFailure {
 		t.Fatalf("redelivering a redelivered letter: exit %d, want 1", code)
+	}
+}
+
+func TestSimWritesTheChartWithItsCommand(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	chart := filepath.Join(t.TempDir(), "storm.svg")
+	code, out, errOut := runCLI("sim", "-pg", dsn, "-p", "2", "-workers", "1",
+		"-before", "200ms", "-outage", "400ms", "-after", "200ms", "-chart", chart)
+	if code != exitOK || !strings.Contains(out, "wrote "+chart) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	pic, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<!-- $ cd fleet && go run ./cmd/grantretry-fleet sim -pg "$GRANTRETRY_PG_DSN" -after 200ms -before 200ms -chart ` +
+		chart + ` -outage 400ms -p 2 -workers 1 -->` + "\n<svg "
+	if !bytes.HasPrefix(pic, []byte(want)) || bytes.Contains(pic, []byte(dsn)) {
+		t.Fatalf("chart begins %q, want %q", pic[:min(len(pic), 300)], want)
+	}
+	for _, series := range []string{`id="local-full-ok"`, `id="fleet-zoom-failed"`, `id="single-full-failed"`} {
+		if !bytes.Contains(pic, []byte(series)) {
+			t.Errorf("no %s", series)
+		}
+	}
+}
+
+func TestSimRefusesAChartItCannotWriteBeforeRunning(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "missing", "storm.svg")
+	if code, _, errOut := runCLI("sim", "-pg", "postgres://x/y", "-chart", chart); code != exitUsage || !strings.Contains(errOut, "no directory") {
+		t.Fatalf("exit %d, %s", code, errOut)
 	}
 }

@@ -58,6 +58,10 @@ type Result struct {
 	MaxResume        time.Duration // from that success to the last process's first attempt after it
 	ProcessesResumed int
 	Breakdown        Breakdown // the fleet run's only
+
+	// hits is every attempt the funder got, in the order it got them:
+	// the timeline that WriteSVG draws.
+	hits []hit
 }
 
 type hit struct {
@@ -185,6 +189,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	}
 	wg.Wait()
 	r := measure(cfg, f.hits, calls)
+	r.hits = f.hits
 	if cfg.Fleet {
 		all := time.Duration(-1)
 		if r.AllStopped >= 0 {
