@@ -149,7 +149,10 @@ type coordHost struct {
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
-// database: its listener and its timers. Run Migrate first.
+// database: its listener and its timers. Run Migrate first. Give the
+// pool MinConns of at least 2 (pool_min_conns=2 in the DSN): the
+// Coordinator prepares its failure statements on idle connections, and
+// an outage's first reports then find them warm (see warm).
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
@@ -295,24 +298,8 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 	return retry.Load(), err
 }
 
-// failed runs in QueryExecModeExec, one round trip: in pgx's default mode
-// a statement's first run on a connection prepares it first, and a
-// process's first failures come with the outage's start, when every
-// connection is cold and the row is busiest. $2 is the threshold, 0 for
-// a host without a breaker (never opens); $5 the bucket's size, 0 for a
-// host without a throttle (no withdrawal).
-func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time) (bool, error) {
-	p := h.policy.Load()
-	threshold := int64(p.Threshold)
-	if !f.CallFailed {
-		threshold = 0
-	}
-	maxTokens, refill := p.MaxTokens, p.Refill.Seconds()
-	if !f.Retryable || maxTokens <= 0 || refill <= 0 {
-		maxTokens, refill = 0, 1
-	}
-	var open, retry bool
-	err := h.c.pool.QueryRow(ctx, `
+// failedSQL is Failed's statement.
+const failedSQL = `
 		WITH u AS (
 			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
 			VALUES ($1, GREATEST($5 - 1, 0), $5, CASE WHEN $2 > 0 THEN 1 ELSE 0 END,
@@ -331,7 +318,28 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 				tokens = CASE WHEN $5 = 0 THEN h.tokens ELSE GREATEST(LEAST($5,
 					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7) - 1, 0) END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
-		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, `+asyncCommit,
+		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
+
+// failed runs in QueryExecModeExec, one round trip: in pgx's default mode
+// a statement's first run on a connection prepares it first, and a
+// process's first failures come with the outage's start, when every
+// connection is cold and the row is busiest. On a connection warm
+// prepared (see warm), pgx uses the prepared statement instead, whatever
+// the mode: no parse and no plan from scratch. $2 is the threshold, 0 for
+// a host without a breaker (never opens); $5 the bucket's size, 0 for a
+// host without a throttle (no withdrawal).
+func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time) (bool, error) {
+	p := h.policy.Load()
+	threshold := int64(p.Threshold)
+	if !f.CallFailed {
+		threshold = 0
+	}
+	maxTokens, refill := p.MaxTokens, p.Refill.Seconds()
+	if !f.Retryable || maxTokens <= 0 || refill <= 0 {
+		maxTokens, refill = 0, 1
+	}
+	var open, retry bool
+	err := h.c.pool.QueryRow(ctx, failedSQL,
 		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill).Scan(&open, &retry, new(bool))
 	if err != nil {
 		return false, err
@@ -379,18 +387,21 @@ func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
 	return st.Load() == 2, nil
 }
 
+// tryProbeSQL is TryProbe's statement.
+const tryProbeSQL = `
+		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
+			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
+		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
+		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
+			FROM grantretry_hosts h WHERE h.host = $1) AS lease, ` + asyncCommit
+
 // tryProbe takes the lease if it is free, and notes when the lease held
 // (taken now or by another process) ends.
 func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
 	var got bool
 	var left float64 // seconds
 	asked := time.Since(h.c.start)
-	err := h.c.pool.QueryRow(ctx, `
-		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
-			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
-		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
-		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
-			FROM grantretry_hosts h WHERE h.host = $1) AS lease, `+asyncCommit,
+	err := h.c.pool.QueryRow(ctx, tryProbeSQL,
 		h.key, h.policy.Load().Probe).Scan(&got, &left)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -474,6 +485,33 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 	}
 }
 
+// warmSQL are the statements of the failure path, prepared on the pool's
+// idle connections by warm.
+var warmSQL = []string{failedSQL, tryProbeSQL}
+
+// warm prepares the failure path's statements on the pool's idle
+// connections that lack them, named by their text, so that pgx runs the
+// prepared statement there. The first failure reports of an outage come
+// all at once, each on a connection that has never run them: a cold
+// server backend took 1 to 3.5 ms to parse the report (loading its
+// catalog caches), against well under 1 ms warm, and every report queues
+// behind the one before on the host's row. Prepare is idempotent: on a
+// warm connection it costs no round trip. A pool whose connections are
+// closed when idle (MinConns 0) leaves the next ones cold; give it
+// MinConns of at least 2 (docs/fleet.md).
+func (c *Coordinator) warm(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, conn := range c.pool.AcquireAllIdle(ctx) {
+		for _, sql := range warmSQL {
+			if _, err := conn.Conn().Prepare(ctx, sql, sql); err != nil {
+				break
+			}
+		}
+		conn.Release()
+	}
+}
+
 // tick re-reads the rows and deposits the counted successes.
 func (c *Coordinator) tick(ctx context.Context) {
 	defer c.wg.Done()
@@ -487,8 +525,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 			return
 		case <-reread.C:
 			c.reread(ctx)
+			c.warm(ctx)
 		case <-c.fresh:
 			c.reread(ctx)
+			c.warm(ctx)
 		case <-deposit.C:
 			c.deposit(ctx)
 		}

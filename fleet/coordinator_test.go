@@ -345,3 +345,64 @@ func TestCoordinatorProbeHolderKilledFreesTheProbeAfterTheLease(t *testing.T) {
 		t.Fatalf("%d processes got the probe when the lease ended, want 1", n)
 	}
 }
+
+// The Coordinator prepares the failure path's statements on the pool's
+// idle connections, and a report on such a connection runs the prepared
+// statement with the same results: counted, withdrawn, opened.
+func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
+	base := newPool(t)
+	cfg := base.Config().Copy()
+	cfg.MinConns, cfg.MaxConns = 2, 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	co := NewCoordinator(pool, WithReread(20*time.Millisecond))
+	t.Cleanup(co.Close)
+	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 3, Probe: time.Second, MaxTokens: 8, TokenRatio: 1, Refill: time.Hour})
+	ctx := context.Background()
+	prepared := func() bool {
+		conns := pool.AcquireAllIdle(ctx)
+		defer func() {
+			for _, c := range conns {
+				c.Release()
+			}
+		}()
+		if len(conns) < 2 {
+			return false
+		}
+		for _, c := range conns {
+			var n int
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`,
+				warmSQL).Scan(&n); err != nil || n != len(warmSQL) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "both connections warm", prepared)
+	for i := 1; i <= 3; i++ {
+		retry, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true, Retryable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !retry { // 8 tokens, refused at or below 4: three withdrawals leave 5
+			t.Fatalf("report %d: retries refused", i)
+		}
+	}
+	if h.State() != grantretry.FleetOpen {
+		t.Fatalf("after 3 reports with threshold 3: %v", h.State())
+	}
+	var failures int
+	var tokens float64
+	if err := pool.QueryRow(ctx, `SELECT failures, tokens FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 3 || tokens < 5 || tokens > 5.01 {
+		t.Fatalf("row: %d failures, %v tokens; want 3 and 5", failures, tokens)
+	}
+	if !prepared() {
+		t.Fatal("the reports left a connection without the prepared statements")
+	}
+}
