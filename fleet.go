@@ -33,9 +33,40 @@ const (
 // own, provides one on PostgreSQL. Host is called once per host key
 // ("https://host:port") a Transport meets, possibly more than once for
 // one key when goroutines race: it must return the same FleetHost for the
-// same key. Implementations must be safe for concurrent use.
+// same key. p is the host's policy as the Transport's options and
+// ForHost's give it, for the shared state to follow. Host is not called
+// for a host with neither a breaker nor a retry throttle.
+// Implementations must be safe for concurrent use.
 type Fleet interface {
-	Host(key string) FleetHost
+	Host(key string, p FleetPolicy) FleetHost
+}
+
+// FleetPolicy is one host's breaker and retry-throttle settings.
+type FleetPolicy struct {
+	// Threshold failed calls in a row open the breaker (WithBreaker); 0:
+	// the host has no breaker (WithoutBreaker), and the Transport neither
+	// asks the fleet's breaker nor reports failed calls to it.
+	Threshold uint32
+	// Probe is the wait before a probe after the breaker opens
+	// (WithBreakerProbe), Cooldown the longest wait (WithBreaker).
+	Probe, Cooldown time.Duration
+	// MaxTokens and TokenRatio size the retry budget (WithRetryThrottle)
+	// and Refill refills it with time (WithThrottleRefill); MaxTokens 0:
+	// the host has no throttle (WithoutRetryThrottle), and the Transport
+	// takes no token from the fleet's budget.
+	MaxTokens, TokenRatio float64
+	Refill                time.Duration
+}
+
+// FleetFailure is what one failed attempt tells the fleet, in one report.
+type FleetFailure struct {
+	// CallFailed: the call's first transient failure, which counts against
+	// the fleet's breaker (a call counts once, as the local breaker
+	// counts it).
+	CallFailed bool
+	// Retryable: the failure is transient, so it takes a token from the
+	// fleet's retry budget, and the answer says whether a retry may follow.
+	Retryable bool
 }
 
 // FleetHost is the fleet's view of one host. State and Succeeded are on
@@ -49,12 +80,12 @@ type FleetHost interface {
 	// Succeeded counts an attempt answered 1xx-3xx, for the shared
 	// budget's deposits, which the implementation batches.
 	Succeeded()
-	// CallFailed reports a call's first transient failure (a call counts
-	// once, as the local breaker counts it).
-	CallFailed(ctx context.Context) error
-	// Withdraw takes a token from the shared retry budget for a transient
-	// failure, and reports whether retries are still allowed.
-	Withdraw(ctx context.Context) (allowed bool, err error)
+	// Failed reports a failed attempt (at least one of f's fields is
+	// true): one round trip to the fleet's store, since the failures of an
+	// outage's first moments all come at once and each report delays the
+	// next. retry is the budget's answer when f.Retryable: whether retries
+	// are still allowed.
+	Failed(ctx context.Context, f FleetFailure) (retry bool, err error)
 	// TryProbe asks, while the fleet's breaker is open, to send the one
 	// probe the fleet allows at a time: true means this call sends it, and
 	// the Transport reports it with ProbeDone exactly once.
@@ -91,7 +122,7 @@ func noDone(error) {}
 // allow asks the fleet, then the local breaker, for one attempt.
 func (c *call) allow() (done func(error), probe bool, err error) {
 	fh := c.host.fleet
-	if fh == nil {
+	if fh == nil || !c.host.cfg.breakerOn {
 		return c.host.breaker.allow()
 	}
 	switch fh.State() {
@@ -125,32 +156,35 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 	}
 	c.fleet.answered = false
 	ok := brk == nil && resp != nil && resp.StatusCode < 400
-	if !c.fleet.probe && !v.Retryable && brk != errBreakerFailure {
-		if ok {
-			fh.Succeeded()
-		}
-		return
-	}
-	if c.fleet.probe && brk == errBreakerExcluded {
-		c.abandonFleetProbe() // no verdict on the funder
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
-	defer cancel()
 	if c.fleet.probe {
+		if brk == errBreakerExcluded {
+			c.abandonFleetProbe() // no verdict on the funder
+			return
+		}
 		c.fleet.probe = false
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
+		defer cancel()
 		fh.ProbeDone(ctx, brk == nil)
 		if ok {
 			fh.Succeeded()
 		}
 		return
 	}
-	if brk == errBreakerFailure {
-		fh.CallFailed(ctx)
+	f := FleetFailure{
+		CallFailed: brk == errBreakerFailure && c.host.cfg.breakerOn,
+		Retryable:  v.Retryable && c.host.cfg.throttleOn,
 	}
-	if v.Retryable {
-		allowed, err := fh.Withdraw(ctx)
-		c.fleet.answered, c.fleet.allowed = err == nil, allowed
+	if !f.CallFailed && !f.Retryable {
+		if ok {
+			fh.Succeeded()
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
+	defer cancel()
+	retry, err := fh.Failed(ctx, f)
+	if f.Retryable {
+		c.fleet.answered, c.fleet.allowed = err == nil, retry
 	}
 }
 
@@ -173,7 +207,7 @@ func (c *call) abandonFleetProbe() {
 func (c *call) fleetStop(local bool) (stop string, disp Disposition) {
 	fh := c.host.fleet
 	switch {
-	case fh != nil && fh.State() == FleetOpen:
+	case fh != nil && c.host.cfg.breakerOn && fh.State() == FleetOpen:
 		return StopCircuitOpen, CircuitOpen
 	case fh != nil && c.fleet.answered:
 		local = c.fleet.allowed
@@ -182,4 +216,16 @@ func (c *call) fleetStop(local bool) (stop string, disp Disposition) {
 		return StopThrottled, DeadLetter
 	}
 	return "", ""
+}
+
+// fleetPolicy is the host's policy as Fleet.Host gets it.
+func (c *config) fleetPolicy() FleetPolicy {
+	var p FleetPolicy
+	if c.breakerOn {
+		p.Threshold, p.Probe, p.Cooldown = c.threshold, c.probe, c.cooldown
+	}
+	if c.throttleOn {
+		p.MaxTokens, p.TokenRatio, p.Refill = c.maxTokens, c.tokenRatio, c.refill
+	}
+	return p
 }

@@ -31,25 +31,26 @@ type memHost struct {
 	tokens    int
 	probing   bool
 	calls     map[string]int // I/O method -> times called
+	policy    FleetPolicy    // as Host got it
 }
 
 func newMemFleet() *memFleet {
 	return &memFleet{hosts: map[string]*memHost{}, threshold: 5, maxTokens: 10}
 }
 
-func (f *memFleet) Host(key string) FleetHost {
+func (f *memFleet) Host(key string, p FleetPolicy) FleetHost {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h, ok := f.hosts[key]; ok {
 		return h
 	}
-	h := &memHost{f: f, tokens: f.maxTokens, calls: map[string]int{}}
+	h := &memHost{f: f, tokens: f.maxTokens, calls: map[string]int{}, policy: p}
 	h.state.Store(int32(FleetClosed))
 	f.hosts[key] = h
 	return h
 }
 
-func (f *memFleet) host(key string) *memHost { return f.Host(key).(*memHost) }
+func (f *memFleet) host(key string) *memHost { return f.Host(key, FleetPolicy{}).(*memHost) }
 
 func (h *memHost) State() FleetState { return FleetState(h.state.Load()) }
 func (h *memHost) Succeeded()        { h.successes.Add(1) }
@@ -70,24 +71,33 @@ func (h *memHost) io(ctx context.Context, name string) error {
 	return nil
 }
 
-func (h *memHost) CallFailed(ctx context.Context) error {
-	if err := h.io(ctx, "CallFailed"); err != nil {
-		return err
+// Failed counts its report as "Failed", and as "CallFailed" and
+// "Withdraw" for what it carries.
+func (h *memHost) Failed(ctx context.Context, f FleetFailure) (bool, error) {
+	if !f.CallFailed && !f.Retryable {
+		panic("Failed with nothing to report")
 	}
 	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	if h.failures++; h.failures >= h.f.threshold {
-		h.state.Store(int32(FleetOpen))
+	if f.CallFailed {
+		h.calls["CallFailed"]++
 	}
-	return nil
-}
-
-func (h *memHost) Withdraw(ctx context.Context) (bool, error) {
-	if err := h.io(ctx, "Withdraw"); err != nil {
+	if f.Retryable {
+		h.calls["Withdraw"]++
+	}
+	h.f.mu.Unlock()
+	if err := h.io(ctx, "Failed"); err != nil {
 		return false, err
 	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
+	if f.CallFailed {
+		if h.failures++; h.failures >= h.f.threshold {
+			h.state.Store(int32(FleetOpen))
+		}
+	}
+	if !f.Retryable {
+		return false, nil
+	}
 	h.tokens = max(h.tokens-1, 0)
 	return h.tokens*2 > h.f.maxTokens, nil
 }
@@ -155,7 +165,7 @@ func TestFleetSuccessPathDoesNoFleetIO(t *testing.T) {
 	if fh.successes.Load() != 3 {
 		t.Fatalf("%d successes counted, want 3", fh.successes.Load())
 	}
-	for _, m := range []string{"CallFailed", "Withdraw", "TryProbe", "ProbeDone"} {
+	for _, m := range []string{"Failed", "TryProbe", "ProbeDone"} {
 		if n := fh.count(m); n != 0 {
 			t.Errorf("%s called %d times on the success path", m, n)
 		}
@@ -164,8 +174,8 @@ func TestFleetSuccessPathDoesNoFleetIO(t *testing.T) {
 
 func TestFleetCountsACallsFailuresOnce(t *testing.T) {
 	f := newMemFleet()
-	f.threshold = 100
-	h := newHarness(t, WithFleet(f), WithoutRetryThrottle())
+	f.threshold, f.maxTokens = 100, 100
+	h := newHarness(t, WithFleet(f))
 	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
 	out, _ := callFleet(t, h)
 	if out.Attempts != DefaultMaxRetries+1 {
@@ -177,6 +187,70 @@ func TestFleetCountsACallsFailuresOnce(t *testing.T) {
 	}
 	if n := fh.count("Withdraw"); n != out.Attempts {
 		t.Fatalf("Withdraw %d times, want one per failed attempt (%d)", n, out.Attempts)
+	}
+	if n := fh.count("Failed"); n != out.Attempts {
+		t.Fatalf("%d reports, want one round trip per failed attempt (%d)", n, out.Attempts)
+	}
+}
+
+func TestFleetGetsEachHostsPolicy(t *testing.T) {
+	f := newMemFleet()
+	h := newHarness(t, WithFleet(f), WithBreaker(3, 20*time.Second), WithBreakerProbe(time.Second),
+		WithRetryThrottle(20, 0.5), WithThrottleRefill(time.Minute),
+		ForHost("other.test", WithBreaker(7, 5*time.Second), WithoutRetryThrottle()),
+		ForHost("none.test", WithoutBreaker(), WithoutRetryThrottle()))
+	for _, u := range []string{fleetURL, "https://other.test/x", "https://none.test/x"} {
+		h.mock.RegisterResponder(http.MethodGet, u, seq(200))
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		resp, err := h.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := map[string]FleetPolicy{
+		fleetKey:                 {Threshold: 3, Probe: time.Second, Cooldown: 20 * time.Second, MaxTokens: 20, TokenRatio: 0.5, Refill: time.Minute},
+		"https://other.test:443": {Threshold: 7, Probe: time.Second, Cooldown: 5 * time.Second},
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, p := range want {
+		if h, ok := f.hosts[key]; !ok || h.policy != p {
+			t.Errorf("%s: policy %+v, want %+v", key, h, p)
+		}
+	}
+	if _, ok := f.hosts["https://none.test:443"]; ok {
+		t.Error("a host with neither breaker nor throttle was given to the fleet")
+	}
+}
+
+func TestFleetLeavesOutWhatAHostTurnedOff(t *testing.T) {
+	f := newMemFleet()
+	f.threshold = 1
+	h := newHarness(t, WithFleet(f), WithoutBreaker(), WithBudget(1, time.Minute))
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+	callFleet(t, h)
+	fh := f.host(fleetKey)
+	if n := fh.count("CallFailed"); n != 0 {
+		t.Fatalf("without a breaker, %d failed calls were reported", n)
+	}
+	if fh.count("Withdraw") != 2 {
+		t.Fatalf("the throttle is on: want 2 withdrawals, got %d", fh.count("Withdraw"))
+	}
+	fh.state.Store(int32(FleetOpen)) // other processes' breakers opened it
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+	if out, err := callFleet(t, h); err != nil || out.Disposition != Succeeded {
+		t.Fatalf("a host without a breaker refused by the fleet's: %+v, %v", out, err)
+	}
+
+	g := newMemFleet()
+	g.maxTokens = 2 // any withdrawal would refuse the retry
+	h = newHarness(t, WithFleet(g), WithoutRetryThrottle(), WithBudget(2, time.Minute))
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+	out, _ := callFleet(t, h)
+	if gh := g.host(fleetKey); gh.count("Withdraw") != 0 || gh.count("CallFailed") != 1 || out.Attempts != 3 {
+		t.Fatalf("without a throttle: %d withdrawals, %d failed calls, %d attempts; want 0, 1, 3",
+			gh.count("Withdraw"), gh.count("CallFailed"), out.Attempts)
 	}
 }
 
@@ -268,9 +342,9 @@ func TestFleetIOIsBoundedByTheLimit(t *testing.T) {
 	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
 	start := time.Now()
 	out, _ := callFleet(t, h)
-	// 3 failed attempts: CallFailed once, Withdraw three times, each cut
-	// at the limit, and the waits are the fake clock's.
-	if el := time.Since(start); el > 4*DefaultFleetLimit+200*time.Millisecond {
+	// 3 failed attempts, each one report cut at the limit, and the waits
+	// are the fake clock's.
+	if el := time.Since(start); el > 3*DefaultFleetLimit+200*time.Millisecond {
 		t.Fatalf("the call took %v with a frozen fleet", el)
 	}
 	if out.Attempts != 3 {

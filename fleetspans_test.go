@@ -87,7 +87,9 @@ func (panicState) State() FleetState { panic("fleet boom") }
 
 type panicFleet struct{ *memFleet }
 
-func (f panicFleet) Host(key string) FleetHost { return panicState{f.memFleet.host(key)} }
+func (f panicFleet) Host(key string, _ FleetPolicy) FleetHost {
+	return panicState{f.memFleet.host(key)}
+}
 
 func TestFleetAndSpansCallSpanEndedWhenFleetHostPanics(t *testing.T) {
 	tp := &recTP{}

@@ -200,8 +200,8 @@ func (h *hosts) get(key string) *hostState {
 	if cfg.throttleOn {
 		hs.throttle = newRetryThrottle(cfg.maxTokens, cfg.tokenRatio, cfg.refill, cfg.clock)
 	}
-	if cfg.fleet != nil {
-		hs.fleet = cfg.fleet.Host(key)
+	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
+		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
 	}
 	if cfg.meterProvider != nil || cfg.tracerProvider != nil {
 		hs.attrs = hostAttrs(key)

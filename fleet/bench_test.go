@@ -1,13 +1,17 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/grantretry/grantretry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -173,4 +177,55 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkSuccessPathFleet is issue 13's success-path target: a call
+// that succeeds, through an in-memory inner transport, with fleet mode
+// off and on a real Coordinator (its database up, the host's fleet state
+// closed). Fleet mode on reads the state and counts the success in
+// memory; the database is not asked.
+//
+//	cd fleet && go test -run '^$' -bench SuccessPathFleet -benchmem -count 10
+func BenchmarkSuccessPathFleet(b *testing.B) {
+	pool := newPool(b)
+	co := NewCoordinator(pool)
+	b.Cleanup(co.Close)
+	inner := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody, Header: http.Header{},
+			Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+	})
+	const url = "http://funder.example/submit"
+	on := grantretry.New(inner, grantretry.WithFleet(co))
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if resp, err := on.RoundTrip(req); err != nil {
+		b.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	for co.Host("http://funder.example:80", grantretry.FleetPolicy{}).State() != grantretry.FleetClosed {
+		time.Sleep(time.Millisecond)
+	}
+	payload := []byte(`{"applicant":"Riverbend Food Bank","amount":125000}`)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		for _, tc := range []struct {
+			name string
+			rt   http.RoundTripper
+		}{{"fleet=off", grantretry.New(inner)}, {"fleet=on", on}} {
+			b.Run("method="+method+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					var body io.Reader
+					if method == http.MethodPost {
+						body = bytes.NewReader(payload)
+					}
+					req, _ := http.NewRequest(method, url, body)
+					resp, err := tc.rt.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+	}
 }

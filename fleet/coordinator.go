@@ -20,14 +20,41 @@ import (
 // key (the first format) makes the listener re-read the row.
 const Channel = "grantretry_hosts"
 
-// Defaults of the shared breaker and budget, the core's own.
+// Defaults of the shared breaker and budget, the core's own: a host's
+// policy comes from its Transport (Fleet.Host), and these fill what it
+// leaves at zero.
 const (
 	DefaultThreshold  = int(grantretry.DefaultBreakerThreshold)
 	DefaultProbeEvery = grantretry.DefaultBreakerProbe
-	DefaultMaxTokens  = 10.0
-	DefaultTokenRatio = 0.1
-	DefaultRefill     = 60 * time.Second
+	DefaultMaxTokens  = grantretry.DefaultThrottleMaxTokens
+	DefaultTokenRatio = grantretry.DefaultThrottleTokenRatio
+	DefaultRefill     = grantretry.DefaultThrottleRefill
 )
+
+func ptr[T any](v T) *T { return &v }
+
+// withDefaults fills what p leaves at zero with the defaults. The fleet
+// probes once per p.Probe across all its processes (the lease), without
+// the local breaker's doubling up to the cooldown: one probe per interval
+// for the whole fleet is already a P-th of what P local breakers send.
+func withDefaults(p grantretry.FleetPolicy) grantretry.FleetPolicy {
+	if p.Threshold == 0 {
+		p.Threshold = uint32(DefaultThreshold)
+	}
+	if p.Probe <= 0 {
+		p.Probe = DefaultProbeEvery
+	}
+	if p.MaxTokens <= 0 {
+		p.MaxTokens, p.TokenRatio = DefaultMaxTokens, DefaultTokenRatio
+	}
+	if p.TokenRatio <= 0 {
+		p.TokenRatio = DefaultTokenRatio
+	}
+	if p.Refill <= 0 {
+		p.Refill = DefaultRefill
+	}
+	return p
+}
 
 // asyncCommit, joined to a statement on grantretry_hosts, commits it
 // without waiting for its WAL to reach the disk. Every failure report and
@@ -94,8 +121,13 @@ var errBusy = errors.New("grantretry: fleet: too many statements in flight")
 var _ grantretry.Fleet = (*Coordinator)(nil)
 
 type coordHost struct {
-	c         *Coordinator
-	key       string
+	c   *Coordinator
+	key string
+	// policy is the host's, with the defaults filled in; given says a
+	// Transport gave it (a zero FleetPolicy gives none: the defaults
+	// stand until a Transport's policy replaces them, once).
+	policy    atomic.Pointer[grantretry.FleetPolicy]
+	given     bool         // under c.mu
 	state     atomic.Int32 // grantretry.FleetState
 	successes atomic.Int64 // counted since the last deposit
 	// lastOK is when an attempt last succeeded here (Unix ns): a failed
@@ -117,7 +149,10 @@ type coordHost struct {
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
-// database: its listener and its timers. Run Migrate first.
+// database: its listener and its timers. Run Migrate first. Give the
+// pool MinConns of at least 2 (pool_min_conns=2 in the DSN): the
+// Coordinator prepares its failure statements on idle connections, and
+// an outage's first reports then find them warm (see warm).
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
@@ -141,12 +176,24 @@ func (c *Coordinator) Close() {
 }
 
 // Host returns the fleet's view of the host key, the same for one key.
-func (c *Coordinator) Host(key string) grantretry.FleetHost {
+// The policy this process applies to the shared row is the first
+// non-zero p given for the key (a Transport's, see grantretry.Fleet): its
+// threshold, probe wait and bucket go with each statement, so processes
+// configured alike share one policy. A zero p (a caller that only reads
+// State) leaves the policy to the Transport. What p leaves at zero takes
+// the core's defaults.
+func (c *Coordinator) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hosts[key]
+	given := p != (grantretry.FleetPolicy{})
+	if ok && given && !h.given {
+		h.given = true
+		h.policy.Store(ptr(withDefaults(p)))
+	}
 	if !ok {
-		h = &coordHost{c: c, key: key}
+		h = &coordHost{c: c, key: key, given: given}
+		h.policy.Store(ptr(withDefaults(p)))
 		c.hosts[key] = h
 		select { // never waits: tick reads it
 		case c.fresh <- struct{}{}:
@@ -220,73 +267,85 @@ func (h *coordHost) set(open bool) {
 	}
 }
 
-// CallFailed counts a failed call; the threshold-th in a row opens the
-// fleet's breaker and announces it. A success this process saw after the
-// fleet's last failure restarts the run at 1: successes reach the row
-// only with the deposit, once a second, and without this a funder failing
-// one call in five would open the fleet's breaker between two deposits.
-// (Comparing this process's clock with the database's: skew between them
-// shifts which failures count as after a success.) One statement, one
-// round trip.
-func (h *coordHost) CallFailed(ctx context.Context) error {
+// Failed reports a failed attempt in one statement on the host's row:
+// f.CallFailed counts a failed call, and the threshold-th in a row opens
+// the fleet's breaker and announces it; f.Retryable takes a token from
+// the shared bucket, refilled with time first (a drained bucket allows
+// retries again after the policy's Refill), and retry says whether it is
+// still more than half full. One statement, where there were two (a count
+// and a withdrawal): an outage's first failures all report at once, and
+// each statement on the row waits for the one before it to commit, so a
+// second statement per failure doubled the queue.
+//
+// A success this process saw after the fleet's last failure restarts the
+// run at 1: successes reach the row only with the deposit, once a second,
+// and without this a funder failing one call in five would open the
+// fleet's breaker between two deposits. (Comparing this process's clock
+// with the database's: skew between them shifts which failures count as
+// after a success.)
+func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
 	var lastOK *time.Time
 	if ns := h.lastOK.Load(); ns != 0 {
 		t := time.Unix(0, ns)
 		lastOK = &t
 	}
-	return h.c.detach(ctx, func(ctx context.Context) error { return h.callFailed(ctx, lastOK) })
-}
-
-// callFailed and withdraw run in QueryExecModeExec, one round trip: in
-// pgx's default mode a statement's first run on a connection prepares it
-// first, and a process's first failures come with the outage's start,
-// when every connection is cold and the row is busiest.
-func (h *coordHost) callFailed(ctx context.Context, lastOK *time.Time) error {
-	var open bool
-	err := h.c.pool.QueryRow(ctx, `
-		WITH u AS (
-			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
-			VALUES ($1, $5, $5, 1, now(), CASE WHEN $2 <= 1 THEN now() END,
-				CASE WHEN $2 <= 1 THEN now() + $3::interval ELSE '-infinity' END)
-			ON CONFLICT (host) DO UPDATE SET failures = CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
-				failed_at = now(),
-				opened_at = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
-				probe_until = CASE WHEN h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false) AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END
-			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just)
-		SELECT open, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, `+asyncCommit,
-		pgx.QueryExecModeExec, h.key, DefaultThreshold, DefaultProbeEvery, Channel, DefaultMaxTokens, lastOK).Scan(&open, new(bool))
-	if err != nil {
-		return err
-	}
-	h.set(open)
-	return nil
-}
-
-// Withdraw takes a token from the host's shared bucket, refilled with time
-// first (a drained bucket allows retries again after DefaultRefill), and
-// reports whether it is more than half full. One statement.
-func (h *coordHost) Withdraw(ctx context.Context) (bool, error) {
-	var allowed atomic.Bool
+	var retry atomic.Bool
 	err := h.c.detach(ctx, func(ctx context.Context) error {
-		a, err := h.withdraw(ctx)
-		allowed.Store(a)
+		r, err := h.failed(ctx, f, lastOK)
+		retry.Store(r)
 		return err
 	})
-	return allowed.Load(), err
+	return retry.Load(), err
 }
 
-func (h *coordHost) withdraw(ctx context.Context) (bool, error) {
-	var allowed bool
-	err := h.c.pool.QueryRow(ctx, `
+// failedSQL is Failed's statement.
+const failedSQL = `
 		WITH u AS (
-			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens) VALUES ($1, $3 - 1, $3)
-			ON CONFLICT (host) DO UPDATE SET refilled = now(),
-				tokens = GREATEST(LEAST(h.max_tokens,
-					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * h.max_tokens / 2 / $2) - 1, 0)
-			RETURNING tokens > max_tokens / 2 AS allowed)
-		SELECT allowed FROM u, `+asyncCommit,
-		pgx.QueryExecModeExec, h.key, DefaultRefill.Seconds(), DefaultMaxTokens).Scan(&allowed)
-	return allowed, err
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
+			VALUES ($1, GREATEST($5 - 1, 0), $5, CASE WHEN $2 > 0 THEN 1 ELSE 0 END,
+				CASE WHEN $2 > 0 THEN now() ELSE '-infinity' END,
+				CASE WHEN $2 = 1 THEN now() END,
+				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END)
+			ON CONFLICT (host) DO UPDATE SET
+				failures = CASE WHEN $2 = 0 THEN h.failures WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
+				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE now() END,
+				opened_at = CASE WHEN $2 > 0 AND h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false)
+					AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
+				probe_until = CASE WHEN $2 > 0 AND h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false)
+					AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END,
+				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
+				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
+				tokens = CASE WHEN $5 = 0 THEN h.tokens ELSE GREATEST(LEAST($5,
+					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7) - 1, 0) END
+			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
+		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
+
+// failed runs in QueryExecModeExec, one round trip: in pgx's default mode
+// a statement's first run on a connection prepares it first, and a
+// process's first failures come with the outage's start, when every
+// connection is cold and the row is busiest. On a connection warm
+// prepared (see warm), pgx uses the prepared statement instead, whatever
+// the mode: no parse and no plan from scratch. $2 is the threshold, 0 for
+// a host without a breaker (never opens); $5 the bucket's size, 0 for a
+// host without a throttle (no withdrawal).
+func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time) (bool, error) {
+	p := h.policy.Load()
+	threshold := int64(p.Threshold)
+	if !f.CallFailed {
+		threshold = 0
+	}
+	maxTokens, refill := p.MaxTokens, p.Refill.Seconds()
+	if !f.Retryable || maxTokens <= 0 || refill <= 0 {
+		maxTokens, refill = 0, 1
+	}
+	var open, retry bool
+	err := h.c.pool.QueryRow(ctx, failedSQL,
+		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill).Scan(&open, &retry, new(bool))
+	if err != nil {
+		return false, err
+	}
+	h.set(open)
+	return retry, nil
 }
 
 // TryProbe takes the fleet's probe lease if it is free. It asks the
@@ -328,19 +387,22 @@ func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
 	return st.Load() == 2, nil
 }
 
+// tryProbeSQL is TryProbe's statement.
+const tryProbeSQL = `
+		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
+			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
+		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
+		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
+			FROM grantretry_hosts h WHERE h.host = $1) AS lease, ` + asyncCommit
+
 // tryProbe takes the lease if it is free, and notes when the lease held
 // (taken now or by another process) ends.
 func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
 	var got bool
 	var left float64 // seconds
 	asked := time.Since(h.c.start)
-	err := h.c.pool.QueryRow(ctx, `
-		WITH u AS (UPDATE grantretry_hosts SET probe_until = now() + $2::interval
-			WHERE host = $1 AND opened_at IS NOT NULL AND probe_until < now() RETURNING probe_until)
-		SELECT EXISTS (SELECT FROM u), CASE WHEN l > now() THEN EXTRACT(EPOCH FROM l - now())::float8 ELSE 0 END
-		FROM (SELECT COALESCE((SELECT probe_until FROM u), h.probe_until) AS l
-			FROM grantretry_hosts h WHERE h.host = $1) AS lease, `+asyncCommit,
-		h.key, DefaultProbeEvery).Scan(&got, &left)
+	err := h.c.pool.QueryRow(ctx, tryProbeSQL,
+		h.key, h.policy.Load().Probe).Scan(&got, &left)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -423,6 +485,33 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 	}
 }
 
+// warmSQL are the statements of the failure path, prepared on the pool's
+// idle connections by warm.
+var warmSQL = []string{failedSQL, tryProbeSQL}
+
+// warm prepares the failure path's statements on the pool's idle
+// connections that lack them, named by their text, so that pgx runs the
+// prepared statement there. The first failure reports of an outage come
+// all at once, each on a connection that has never run them: a cold
+// server backend took 1 to 3.5 ms to parse the report (loading its
+// catalog caches), against well under 1 ms warm, and every report queues
+// behind the one before on the host's row. Prepare is idempotent: on a
+// warm connection it costs no round trip. A pool whose connections are
+// closed when idle (MinConns 0) leaves the next ones cold; give it
+// MinConns of at least 2 (docs/fleet.md).
+func (c *Coordinator) warm(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, conn := range c.pool.AcquireAllIdle(ctx) {
+		for _, sql := range warmSQL {
+			if _, err := conn.Conn().Prepare(ctx, sql, sql); err != nil {
+				break
+			}
+		}
+		conn.Release()
+	}
+}
+
 // tick re-reads the rows and deposits the counted successes.
 func (c *Coordinator) tick(ctx context.Context) {
 	defer c.wg.Done()
@@ -436,8 +525,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 			return
 		case <-reread.C:
 			c.reread(ctx)
+			c.warm(ctx)
 		case <-c.fresh:
 			c.reread(ctx)
+			c.warm(ctx)
 		case <-deposit.C:
 			c.deposit(ctx)
 		}
@@ -501,7 +592,7 @@ func (c *Coordinator) deposit(ctx context.Context) {
 		_, err := c.pool.Exec(dctx, `WITH u AS (UPDATE grantretry_hosts
 			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1 RETURNING 1)
 			SELECT FROM u, `+asyncCommit,
-			h.key, n, DefaultTokenRatio)
+			h.key, n, h.policy.Load().TokenRatio)
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {
 			h.successes.Add(n)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const coordURL = "http://funder.example/submit"
@@ -24,16 +25,23 @@ type process struct {
 }
 
 func newProcess(t *testing.T, opts ...Option) *process {
+	return newProcessOn(t, newPoolFor(t), opts, nil)
+}
+
+// newProcessOn is a process on pool whose Transport has trOpts too.
+func newProcessOn(t *testing.T, pool *pgxpool.Pool, opts []Option, trOpts []grantretry.Option) *process {
 	p := &process{}
 	p.status.Store(503)
-	p.co = NewCoordinator(newPoolFor(t), opts...)
+	p.co = NewCoordinator(pool, opts...)
 	t.Cleanup(p.co.Close)
+	trOpts = append([]grantretry.Option{grantretry.WithFleet(p.co), grantretry.WithClock(instantClock{}),
+		grantretry.WithBudget(0, time.Minute)}, trOpts...)
 	p.tr = grantretry.New(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		p.sent.Add(1)
 		rec := newRecorder()
 		rec.WriteHeader(int(p.status.Load()))
 		return rec.result(r), nil
-	}), grantretry.WithFleet(p.co), grantretry.WithClock(instantClock{}), grantretry.WithBudget(0, time.Minute))
+	}), trOpts...)
 	return p
 }
 
@@ -52,7 +60,9 @@ func (p *process) call(t *testing.T) grantretry.Outcome {
 	return out
 }
 
-func (p *process) state() grantretry.FleetState { return p.co.Host(coordKey).State() }
+func (p *process) state() grantretry.FleetState {
+	return p.co.Host(coordKey, grantretry.FleetPolicy{}).State()
+}
 
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
@@ -125,7 +135,7 @@ func TestCoordinatorOneProbeAtATime(t *testing.T) {
 	}
 	got := 0
 	for _, p := range ps {
-		ok, err := p.co.Host(coordKey).TryProbe(ctx)
+		ok, err := p.co.Host(coordKey, grantretry.FleetPolicy{}).TryProbe(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +162,7 @@ func TestCoordinatorSharedBudgetRefusesRetries(t *testing.T) {
 			p = b
 		}
 		var err error
-		if allowed, err = p.co.Host(coordKey).Withdraw(ctx); err != nil {
+		if allowed, err = p.co.Host(coordKey, grantretry.FleetPolicy{}).Failed(ctx, grantretry.FleetFailure{Retryable: true}); err != nil {
 			t.Fatal(err)
 		}
 		n++
@@ -219,7 +229,7 @@ func TestCoordinatorTryProbeDoesNotAskWhileAKnownLeaseIsHeld(t *testing.T) {
 		VALUES ($1, 10, 10, now(), now() + interval '1h')`, coordKey); err != nil {
 		t.Fatal(err)
 	}
-	h := p.co.Host(coordKey)
+	h := p.co.Host(coordKey, grantretry.FleetPolicy{})
 	if ok, err := h.TryProbe(ctx); ok || err != nil {
 		t.Fatalf("another process holds the lease: %v, %v", ok, err)
 	}
@@ -231,7 +241,7 @@ func TestCoordinatorTryProbeDoesNotAskWhileAKnownLeaseIsHeld(t *testing.T) {
 	if ok, err := h.TryProbe(ctx); ok || err != nil {
 		t.Fatalf("asked the database while a lease it knew of was held: %v, %v", ok, err)
 	}
-	if ok, err := newProcess(t).co.Host(coordKey).TryProbe(ctx); !ok || err != nil {
+	if ok, err := newProcess(t).co.Host(coordKey, grantretry.FleetPolicy{}).TryProbe(ctx); !ok || err != nil {
 		t.Fatalf("a process that knew of no lease: %v, %v", ok, err)
 	}
 }
@@ -243,12 +253,156 @@ func TestCoordinatorReportCutAtTheLimitStillCounts(t *testing.T) {
 	p := newProcess(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the caller has stopped waiting before the statement ran
-	if err := p.co.Host(coordKey).CallFailed(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("CallFailed with an ended context: %v", err)
+	if _, err := p.co.Host(coordKey, grantretry.FleetPolicy{}).Failed(ctx, grantretry.FleetFailure{CallFailed: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Failed with an ended context: %v", err)
 	}
 	waitFor(t, "the report to land", func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT failures FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&n)
 		return err == nil && n == 1
 	})
+}
+
+// The shared row follows the policy the Transport's options give: its
+// breaker opens after the Transport's threshold, leases probes for its
+// probe wait, and sizes the bucket as its throttle.
+func TestCoordinatorFollowsTheTransportsPolicy(t *testing.T) {
+	pool := newPool(t)
+	p := newProcessOn(t, pool, nil, []grantretry.Option{
+		grantretry.WithBreaker(2, time.Minute), grantretry.WithBreakerProbe(1500 * time.Millisecond),
+		grantretry.WithRetryThrottle(40, 1), grantretry.WithBudget(1, time.Minute)})
+	for calls := 0; p.state() != grantretry.FleetOpen; calls++ {
+		if calls == 10 { // a report cut at 5 ms on a loaded machine is not counted
+			t.Fatalf("the fleet's breaker is %v after %d failed calls, threshold 2", p.state(), calls)
+		}
+		p.call(t)
+	}
+	var failures int
+	var lease time.Duration
+	var tokens, maxTokens float64
+	if err := pool.QueryRow(context.Background(), `SELECT failures, probe_until - opened_at, tokens, max_tokens
+		FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures, &lease, &tokens, &maxTokens); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 2 || lease != 1500*time.Millisecond || maxTokens != 40 || tokens < 36 || tokens > 38 {
+		t.Fatalf("row: %d failures, lease %v, %v of %v tokens; want 2, 1.5s, 36-38 of 40", failures, lease, tokens, maxTokens)
+	}
+}
+
+// A process killed while it holds the probe lease never reports the
+// probe: the fleet's breaker stays open, no other process probes until
+// the lease ends, and then exactly one does.
+func TestCoordinatorProbeHolderKilledFreesTheProbeAfterTheLease(t *testing.T) {
+	pool := newPool(t)
+	const lease = 600 * time.Millisecond
+	policy := []grantretry.Option{grantretry.WithBreakerProbe(lease)}
+	own, err := pgxpool.New(context.Background(), pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed := newProcessOn(t, own, nil, policy)
+	others := []*process{newProcessOn(t, pool, nil, policy), newProcessOn(t, pool, nil, policy)}
+	ctx := context.Background()
+	doomed.call(t) // its host, with the policy
+	for _, p := range others {
+		p.call(t)
+	}
+	// Open, announced, with the probe free.
+	if _, err := pool.Exec(ctx, `WITH u AS (UPDATE grantretry_hosts SET opened_at = now(), probe_until = now() - interval '1ms'
+		WHERE host = $1 RETURNING host) SELECT pg_notify($2, 'open ' || host) FROM u`, coordKey, Channel); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(others, doomed) {
+		waitFor(t, "the fleet's breaker open", func() bool { return p.state() == grantretry.FleetOpen })
+	}
+	got, err := doomed.co.Host(coordKey, grantretry.FleetPolicy{}).TryProbe(ctx)
+	if err != nil || !got {
+		t.Fatalf("the doomed process's probe: %v, %v", got, err)
+	}
+	took := time.Now()
+	own.Close() // killed: its connections drop, ProbeDone never comes
+	for _, p := range others {
+		if got, err := p.co.Host(coordKey, grantretry.FleetPolicy{}).TryProbe(ctx); got || err != nil {
+			t.Fatalf("a probe while the dead process's lease runs: %v, %v", got, err)
+		}
+		if out := p.call(t); out.Disposition != grantretry.CircuitOpen || out.Attempts != 0 {
+			t.Fatalf("a call while the fleet is open and its probe lease held: %+v", out)
+		}
+	}
+	var winners atomic.Int32
+	waitFor(t, "another process to get the probe", func() bool {
+		for _, p := range others {
+			if ok, _ := p.co.Host(coordKey, grantretry.FleetPolicy{}).TryProbe(ctx); ok {
+				winners.Add(1)
+			}
+		}
+		return winners.Load() > 0
+	})
+	if at := time.Since(took); at < lease-50*time.Millisecond {
+		t.Fatalf("the probe was free again %v after it was taken, before its %v lease ended", at, lease)
+	}
+	if n := winners.Load(); n != 1 {
+		t.Fatalf("%d processes got the probe when the lease ended, want 1", n)
+	}
+}
+
+// The Coordinator prepares the failure path's statements on the pool's
+// idle connections, and a report on such a connection runs the prepared
+// statement with the same results: counted, withdrawn, opened.
+func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
+	base := newPool(t)
+	cfg := base.Config().Copy()
+	cfg.MinConns, cfg.MaxConns = 2, 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	co := NewCoordinator(pool, WithReread(20*time.Millisecond))
+	t.Cleanup(co.Close)
+	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 3, Probe: time.Second, MaxTokens: 8, TokenRatio: 1, Refill: time.Hour})
+	ctx := context.Background()
+	prepared := func() bool {
+		conns := pool.AcquireAllIdle(ctx)
+		defer func() {
+			for _, c := range conns {
+				c.Release()
+			}
+		}()
+		if len(conns) < 2 {
+			return false
+		}
+		for _, c := range conns {
+			var n int
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`,
+				warmSQL).Scan(&n); err != nil || n != len(warmSQL) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "both connections warm", prepared)
+	for i := 1; i <= 3; i++ {
+		retry, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true, Retryable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !retry { // 8 tokens, refused at or below 4: three withdrawals leave 5
+			t.Fatalf("report %d: retries refused", i)
+		}
+	}
+	if h.State() != grantretry.FleetOpen {
+		t.Fatalf("after 3 reports with threshold 3: %v", h.State())
+	}
+	var failures int
+	var tokens float64
+	if err := pool.QueryRow(ctx, `SELECT failures, tokens FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 3 || tokens < 5 || tokens > 5.01 {
+		t.Fatalf("row: %d failures, %v tokens; want 3 and 5", failures, tokens)
+	}
+	if !prepared() {
+		t.Fatal("the reports left a connection without the prepared statements")
+	}
 }

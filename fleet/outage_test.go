@@ -121,17 +121,17 @@ func TestDatabaseStoppedMidRun(t *testing.T) {
 		}()
 	}
 	key := funder.URL // the Transport's host key: http://127.0.0.1:port
-	waitFor(t, "the fleet's state before the outage", func() bool { return co.Host(key).State() == grantretry.FleetClosed })
+	waitFor(t, "the fleet's state before the outage", func() bool { return co.Host(key, grantretry.FleetPolicy{}).State() == grantretry.FleetClosed })
 	time.Sleep(500 * time.Millisecond)
 
 	cl.Stop("fast")
 	stopped := time.Now()
-	waitFor(t, "the Coordinator to notice", func() bool { return co.Host(key).State() == grantretry.FleetUnknown })
+	waitFor(t, "the Coordinator to notice", func() bool { return co.Host(key, grantretry.FleetPolicy{}).State() == grantretry.FleetUnknown })
 	time.Sleep(outage - time.Since(stopped))
 	starting := time.Now()
 	cl.Start()
 	restarted := time.Now()
-	waitFor(t, "the Coordinator to rejoin", func() bool { return co.Host(key).State() == grantretry.FleetClosed })
+	waitFor(t, "the Coordinator to rejoin", func() bool { return co.Host(key, grantretry.FleetPolicy{}).State() == grantretry.FleetClosed })
 	rejoined := time.Since(starting)
 	// The Trail rejoins when its records reach the database again: it
 	// tries a second after a failure, and each pooled connection the
@@ -164,7 +164,7 @@ func TestDatabaseStoppedMidRun(t *testing.T) {
 			t.Errorf("call %s: %v", out.CorrelationID, out.RecordErr)
 		}
 	}
-	if st := co.Host(key).State(); st != grantretry.FleetClosed {
+	if st := co.Host(key, grantretry.FleetPolicy{}).State(); st != grantretry.FleetClosed {
 		t.Errorf("the fleet's breaker is %v at the end; one failure in five must not open it", st)
 	}
 	if fellBack == 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/grantretry/grantretry/fleet/internal/fleetsim"
 )
 
-const simSynopsis = `Usage: grantretry-fleet sim [-pg DSN] [-p 16] [-workers 2] [-outage 8s] [-seed 1] [-chart FILE.svg]
+const simSynopsis = `Usage: grantretry-fleet sim [-pg DSN] [-p 16] [-workers 1] [-outage 8s] [-seed 1] [-breaker=false] [-chart FILE.svg]
 
 The fleet storm: a loopback funder up for -before, answering 503 for
 -outage, then up for -after, called by P Transports of -workers workers
@@ -23,7 +23,9 @@ workers ("single"). The P Transports share nothing but the database: each
 has its own Coordinator, pool and listener. Prints the table and one
 met/NOT met line per target of issue 13. -seed spreads the workers'
 starts and pauses (0: all in step, so the funder gets bursts of every
-worker at once). -chart also writes the three runs side by side as SVG:
+worker at once). -breaker=false turns every Transport's breaker off, so
+that only the retry budget (each process's own, the fleet's, or the
+single process's) bounds the retries. -chart also writes the three runs side by side as SVG:
 the attempts the funder received over time, answered and failed, with
 the command that writes it again in a comment at its top. Use a
 database of its own: the fleet run opens about 3 connections per
@@ -33,7 +35,8 @@ process.
 func runSim(args []string, stdout, stderr io.Writer) error {
 	fs, db := newFlagSet("sim")
 	p := fs.Int("p", 16, "processes (independent Transports)")
-	workers := fs.Int("workers", 2, "workers per process")
+	workers := fs.Int("workers", 1, "workers per process")
+	breaker := fs.Bool("breaker", true, "give every Transport its breaker (false: the retry budget alone bounds the retries, which the retries target measures)")
 	pace := fs.Duration("pace", 20*time.Millisecond, "a worker's pause between calls")
 	before := fs.Duration("before", 2*time.Second, "the funder is up first for")
 	outage := fs.Duration("outage", 8*time.Second, "then down for")
@@ -60,7 +63,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if dsn == "" {
 		return usagef("sim: no database: give -pg DSN or set %s", envDSN)
 	}
-	base := fleetsim.Config{Processes: *p, Workers: *workers, Pace: *pace, Before: *before, Outage: *outage, After: *after, DSN: dsn, Seed: *seed}
+	base := fleetsim.Config{Processes: *p, Workers: *workers, Pace: *pace, Before: *before, Outage: *outage, After: *after, DSN: dsn, Seed: *seed, NoBreaker: !*breaker}
 	local, fleetCfg, single := base, base, base
 	fleetCfg.Fleet = true
 	single.Processes, single.Workers = 1, *p**workers
@@ -73,7 +76,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 		rs = append(rs, r)
 	}
-	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; breaker threshold 5, probe every 2s; seed %d\n\n", *before, *outage, *after, *seed)
+	policy := "breaker threshold 5, probe every 2s"
+	if !*breaker {
+		policy = "no breaker: the retry budget alone"
+	}
+	fmt.Fprintf(stdout, "funder: up %v, down %v (503), up %v; %s; seed %d\n\n", *before, *outage, *after, policy, *seed)
 	fleetsim.WriteTable(stdout, rs)
 	fmt.Fprintln(stdout)
 	fleetsim.WriteBreakdown(stdout, rs[1])

@@ -38,7 +38,12 @@ func main() {
 
 	var procs []*grantretry.Transport
 	for i := range 2 {
-		pool, err := pgxpool.New(ctx, dsn)
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			log.Fatal(err)
+		}
+		cfg.MinConns = 2 // warm connections for the failure reports (docs/fleet.md)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -37,6 +37,10 @@ type Config struct {
 	Outage    time.Duration // funder down (503)
 	After     time.Duration // funder up again
 	Fleet     bool          // share the breaker and budget through DSN's database
+	// NoBreaker turns every Transport's breaker off: only the retry
+	// budget (local, shared or single) bounds the retries, which is what
+	// the retries target measures.
+	NoBreaker bool
 	DSN       string
 	// Seed, if not 0, spreads the workers: each starts after a random
 	// part of Pace and pauses between Pace/2 and 3*Pace/2, drawn from
@@ -125,12 +129,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	tr := &tracer{}
 	for i := range tps {
 		opts := []grantretry.Option{grantretry.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}
+		if cfg.NoBreaker {
+			opts = append(opts, grantretry.WithoutBreaker())
+		}
 		if cfg.Fleet {
 			pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 			if err != nil {
 				return Result{}, err
 			}
-			pcfg.MaxConns = 2
+			pcfg.MaxConns, pcfg.MinConns = 2, 2
 			pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 			if err != nil {
 				return Result{}, err

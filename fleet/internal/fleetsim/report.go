@@ -45,9 +45,15 @@ type Check struct {
 }
 
 // Targets checks issue 13's fleet targets on the fleet storm, and the
-// retries against the single process with as many workers.
+// retries against the single process with as many workers. A storm with
+// no breaker checks the retries only: nothing stops sending.
 func Targets(fleetRun, single Result) []Check {
 	ratio := float64(fleetRun.OutageRetries) / float64(max(single.OutageRetries, 1))
+	retries := Check{"retries in the outage at most 1.25x a single process with as many workers",
+		fmt.Sprintf("%d vs %d: %.2fx", fleetRun.OutageRetries, single.OutageRetries, ratio), ratio <= 1.25}
+	if fleetRun.NoBreaker {
+		return []Check{retries}
+	}
 	return []Check{
 		{"at most 10 attempts before every process stops sending",
 			fmt.Sprintf("%d (all stopped %s into the outage)", fleetRun.StoppedAfter, dur(fleetRun.AllStopped)),
@@ -57,8 +63,7 @@ func Targets(fleetRun, single Result) []Check {
 		{"every process sends again within 1 s of the first successful probe",
 			fmt.Sprintf("%s, %d of %d processes", dur(fleetRun.MaxResume), fleetRun.ProcessesResumed, fleetRun.Processes),
 			fleetRun.ProcessesResumed == fleetRun.Processes && fleetRun.MaxResume <= time.Second},
-		{"retries in the outage at most 1.25x a single process with as many workers",
-			fmt.Sprintf("%d vs %d: %.2fx", fleetRun.OutageRetries, single.OutageRetries, ratio), ratio <= 1.25},
+		retries,
 	}
 }
 
@@ -77,12 +82,17 @@ func WriteChecks(w io.Writer, cs []Check) {
 // outage went.
 func WriteBreakdown(w io.Writer, r Result) {
 	b := r.Breakdown
+	if r.NoBreaker {
+		fmt.Fprintf(w, "fleet run: %d failure reports, %d cut at the limit or failed (p50 %s, max %s)\n",
+			b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond))
+		return
+	}
 	fmt.Fprintf(w, "fleet run, until all stopped: %d failure reports, %d cut at the limit or failed (p50 %s, max %s); "+
 		"fleet's breaker first seen open %s into the outage after %d attempts; last process heard it at %s after %d attempts; %d processes saw FleetUnknown\n",
 		b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond),
 		dur(b.Opened), b.HitsBeforeOpened, dur(b.LastHeard), b.HitsBeforeLastHeard, b.Unknown)
 	fmt.Fprint(w, "FleetHost calls in the whole outage (erred; TryProbe mostly answered from memory):")
-	for _, k := range []string{"CallFailed", "Withdraw", "TryProbe", "ProbeDone"} {
+	for _, k := range []string{"Failed", "TryProbe", "ProbeDone"} {
 		fmt.Fprintf(w, " %s %d (%d)", k, b.Asked[k], b.Failed[k])
 	}
 	fmt.Fprintln(w)

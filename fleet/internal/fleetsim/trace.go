@@ -22,7 +22,7 @@ type tracer struct {
 type op struct {
 	at, took time.Duration
 	proc     int
-	kind     string // "CallFailed", "Withdraw", "TryProbe", "ProbeDone", "state"
+	kind     string // "Failed", "TryProbe", "ProbeDone", "state"
 	err      bool
 	state    grantretry.FleetState // after the op
 }
@@ -39,8 +39,8 @@ type tracedFleet struct {
 	proc int
 }
 
-func (f tracedFleet) Host(key string) grantretry.FleetHost {
-	return &tracedHost{FleetHost: f.Fleet.Host(key), tr: f.tr, proc: f.proc}
+func (f tracedFleet) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
+	return &tracedHost{FleetHost: f.Fleet.Host(key, p), tr: f.tr, proc: f.proc}
 }
 
 type tracedHost struct {
@@ -64,14 +64,9 @@ func (h *tracedHost) do(kind string, f func() error) {
 	h.tr.add(op{at: t0.Sub(h.tr.start), took: time.Since(t0), proc: h.proc, kind: kind, err: err != nil, state: h.FleetHost.State()})
 }
 
-func (h *tracedHost) CallFailed(ctx context.Context) (err error) {
-	h.do("CallFailed", func() error { err = h.FleetHost.CallFailed(ctx); return err })
-	return err
-}
-
-func (h *tracedHost) Withdraw(ctx context.Context) (ok bool, err error) {
-	h.do("Withdraw", func() error { ok, err = h.FleetHost.Withdraw(ctx); return err })
-	return ok, err
+func (h *tracedHost) Failed(ctx context.Context, f grantretry.FleetFailure) (retry bool, err error) {
+	h.do("Failed", func() error { retry, err = h.FleetHost.Failed(ctx, f); return err })
+	return retry, err
 }
 
 func (h *tracedHost) TryProbe(ctx context.Context) (ok bool, err error) {
@@ -88,7 +83,7 @@ func (h *tracedHost) ProbeDone(ctx context.Context, ok bool) (err error) {
 // how the failure reports fared, when the fleet's breaker opened, and
 // when the last process heard it.
 type Breakdown struct {
-	Reports, ReportsLost int           // CallFailed in the outage before all stopped; those that erred (cut at the limit)
+	Reports, ReportsLost int           // failure reports in the outage before all stopped; those that erred (cut at the limit)
 	ReportP50, ReportMax time.Duration // how long a report took
 	Opened               time.Duration // from the outage's start to the first process seeing FleetOpen; -1 if none
 	LastHeard            time.Duration // to the last process's first FleetOpen; -1 if some never
@@ -116,7 +111,7 @@ func breakdown(cfg Config, hits []hit, ops []op, all time.Duration) Breakdown {
 				b.Failed[o.kind]++
 			}
 		}
-		if o.kind == "CallFailed" && (all < 0 || o.at <= all) {
+		if o.kind == "Failed" && (all < 0 || o.at <= all) {
 			b.Reports++
 			took = append(took, o.took)
 			if o.err {
