@@ -29,7 +29,18 @@ func TestMeasure(t *testing.T) {
 	if got := r.ProbesPerProbe; got < 0.57 || got > 0.58 {
 		t.Fatalf("probes per interval %v", got)
 	}
-	if cs := Targets(r, Result{OutageRetries: 2}); !cs[0].Met || !cs[1].Met || !cs[2].Met || !cs[3].Met {
+	if cs := Targets(r, Result{OutageRetries: 2}); !cs[0].Met || !cs[1].Met || !cs[2].Met || !cs[3].Info {
 		t.Fatalf("%+v", cs)
+	}
+	// Without breakers, the retries are the one target.
+	r.NoBreaker = true
+	for _, tc := range []struct {
+		single int
+		met    bool
+	}{{2, true}, {1, false}} {
+		cs := Targets(r, Result{OutageRetries: tc.single})
+		if len(cs) != 1 || cs[0].Info || cs[0].Met != tc.met {
+			t.Fatalf("2 retries vs %d without breakers: %+v", tc.single, cs)
+		}
 	}
 }

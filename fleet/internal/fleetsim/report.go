@@ -42,6 +42,7 @@ type Check struct {
 	Target string
 	Got    string
 	Met    bool
+	Info   bool // a figure, not a target
 }
 
 // Targets checks issue 13's fleet targets on the fleet storm, and the
@@ -49,29 +50,37 @@ type Check struct {
 // no breaker checks the retries only: nothing stops sending.
 func Targets(fleetRun, single Result) []Check {
 	ratio := float64(fleetRun.OutageRetries) / float64(max(single.OutageRetries, 1))
-	retries := Check{"retries in the outage at most 1.25x a single process with as many workers",
-		fmt.Sprintf("%d vs %d: %.2fx", fleetRun.OutageRetries, single.OutageRetries, ratio), ratio <= 1.25}
+	retries := Check{Target: "retries in the outage at most 1.25x a single process with as many workers",
+		Got: fmt.Sprintf("%d vs %d: %.2fx", fleetRun.OutageRetries, single.OutageRetries, ratio), Met: ratio <= 1.25}
 	if fleetRun.NoBreaker {
 		return []Check{retries}
 	}
+	// With breakers, a call retries only if its backoff ends before its
+	// process hears the breaker open: 0 to 2 retries a run, too few for a
+	// ratio. The budget's target is the run without breakers.
+	retries = Check{Target: "retries in the outage (the 1.25x target: run with -breaker=false, where the budget alone bounds them)",
+		Got: fmt.Sprintf("%d vs %d for the single process", fleetRun.OutageRetries, single.OutageRetries), Info: true}
 	return []Check{
-		{"at most 10 attempts before every process stops sending",
-			fmt.Sprintf("%d (all stopped %s into the outage)", fleetRun.StoppedAfter, dur(fleetRun.AllStopped)),
-			fleetRun.AllStopped >= 0 && fleetRun.StoppedAfter <= 10},
-		{"at most 1.1 probes per probe interval across the fleet",
-			fmt.Sprintf("%.2f", fleetRun.ProbesPerProbe), fleetRun.AllStopped >= 0 && fleetRun.ProbesPerProbe <= 1.1},
-		{"every process sends again within 1 s of the first successful probe",
-			fmt.Sprintf("%s, %d of %d processes", dur(fleetRun.MaxResume), fleetRun.ProcessesResumed, fleetRun.Processes),
-			fleetRun.ProcessesResumed == fleetRun.Processes && fleetRun.MaxResume <= time.Second},
+		{Target: "at most 10 attempts before every process stops sending",
+			Got: fmt.Sprintf("%d (all stopped %s into the outage)", fleetRun.StoppedAfter, dur(fleetRun.AllStopped)),
+			Met: fleetRun.AllStopped >= 0 && fleetRun.StoppedAfter <= 10},
+		{Target: "at most 1.1 probes per probe interval across the fleet",
+			Got: fmt.Sprintf("%.2f", fleetRun.ProbesPerProbe), Met: fleetRun.AllStopped >= 0 && fleetRun.ProbesPerProbe <= 1.1},
+		{Target: "every process sends again within 1 s of the first successful probe",
+			Got: fmt.Sprintf("%s, %d of %d processes", dur(fleetRun.MaxResume), fleetRun.ProcessesResumed, fleetRun.Processes),
+			Met: fleetRun.ProcessesResumed == fleetRun.Processes && fleetRun.MaxResume <= time.Second},
 		retries,
 	}
 }
 
-// WriteChecks prints one "met" or "NOT met" line per check.
+// WriteChecks prints one "met", "NOT met" or "info" line per check.
 func WriteChecks(w io.Writer, cs []Check) {
 	for _, c := range cs {
 		verdict := "met"
-		if !c.Met {
+		switch {
+		case c.Info:
+			verdict = "info"
+		case !c.Met:
 			verdict = "NOT met"
 		}
 		fmt.Fprintf(w, "%-7s %s: %s\n", verdict, c.Target, c.Got)
