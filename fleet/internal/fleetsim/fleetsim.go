@@ -54,7 +54,7 @@ type Result struct {
 	Config
 	Calls            int
 	OutageAttempts   int           // attempts the funder got while down
-	OutageRetries    int           // retries (attempts past a call's first) by calls started in the outage
+	OutageRetries    int           // retries (attempts past a call's first) by calls started in the outage or just before it
 	StoppedAfter     int           // attempts in the outage before every process refused calls
 	AllStopped       time.Duration // from the outage's start; -1 if some process never stopped
 	ProbesPerProbe   float64       // attempts after AllStopped until recovery, per probe interval
@@ -223,6 +223,10 @@ func send(ctx context.Context, tp *grantretry.Transport, url string, i int) gran
 	return out
 }
 
+// straddle is how long before the outage a call may begin and still
+// send its first attempt into it.
+const straddle = 50 * time.Millisecond
+
 func measure(cfg Config, hits []hit, calls [][]call) Result {
 	r := Result{Config: cfg, AllStopped: -1, FirstProbeOK: -1}
 	slices.SortFunc(hits, func(a, b hit) int { return int(a.at - b.at) })
@@ -233,11 +237,14 @@ func measure(cfg Config, hits []hit, calls [][]call) Result {
 		r.Calls += len(cs)
 		first := time.Duration(-1)
 		for _, c := range cs {
-			if c.start >= down && c.start < up {
+			// A call that began just before the outage may have failed in
+			// it and retried: its retries are the outage's too (one that
+			// succeeded before it has none to count).
+			if c.start >= down-straddle && c.start < up {
 				r.OutageRetries += max(c.attempts-1, 0)
-				if c.stopped && first < 0 {
-					first = c.start
-				}
+			}
+			if c.start >= down && c.start < up && c.stopped && first < 0 {
+				first = c.start
 			}
 		}
 		if first < 0 {

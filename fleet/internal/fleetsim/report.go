@@ -92,8 +92,8 @@ func WriteChecks(w io.Writer, cs []Check) {
 func WriteBreakdown(w io.Writer, r Result) {
 	b := r.Breakdown
 	if r.NoBreaker {
-		fmt.Fprintf(w, "fleet run: %d failure reports, %d cut at the limit or failed (p50 %s, max %s)\n",
-			b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond))
+		fmt.Fprintf(w, "fleet run: %d failure reports, %d cut at the limit or failed (p50 %s, p99 %s, max %s; the caller's wait, the statement's goroutine and the pool included)\n",
+			b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportP99.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond))
 		return
 	}
 	fmt.Fprintf(w, "fleet run, until all stopped: %d failure reports, %d cut at the limit or failed (p50 %s, max %s); "+

@@ -84,7 +84,8 @@ func (h *tracedHost) ProbeDone(ctx context.Context, ok bool) (err error) {
 // when the last process heard it.
 type Breakdown struct {
 	Reports, ReportsLost int           // failure reports in the outage before all stopped; those that erred (cut at the limit)
-	ReportP50, ReportMax time.Duration // how long a report took
+	ReportP50, ReportP99 time.Duration // how long a report took
+	ReportMax            time.Duration
 	Opened               time.Duration // from the outage's start to the first process seeing FleetOpen; -1 if none
 	LastHeard            time.Duration // to the last process's first FleetOpen; -1 if some never
 	HitsBeforeOpened     int           // attempts the funder got before Opened
@@ -131,7 +132,7 @@ func breakdown(cfg Config, hits []hit, ops []op, all time.Duration) Breakdown {
 	b.Unknown = len(unknown)
 	slices.Sort(took)
 	if len(took) > 0 {
-		b.ReportP50, b.ReportMax = took[len(took)/2], took[len(took)-1]
+		b.ReportP50, b.ReportP99, b.ReportMax = took[len(took)/2], took[len(took)*99/100], took[len(took)-1]
 	}
 	var first, last time.Duration = -1, -1
 	for _, t := range heard {
