@@ -31,8 +31,11 @@ type Transport struct {
 	err   error // from invalid options; every call returns it
 	log   *zap.Logger
 	clock Clock
-	hosts *hosts
-	dl    deadlineShards // the calls' budget deadlines, for calls in flight
+	// sysClock says clock is the system clock, whose readings the call's
+	// real-time machinery may share.
+	sysClock bool
+	hosts    *hosts
+	dl       deadlineShards // the calls' budget deadlines, for calls in flight
 
 	met    *metrics     // nil without WithMeterProvider
 	tracer trace.Tracer // nil without WithTracerProvider
@@ -61,6 +64,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		clock: cfg.clock,
 		hosts: &hosts{cfg: &cfg},
 	}
+	_, t.sysClock = cfg.clock.(systemClock)
 	if cfg.meterProvider != nil {
 		t.met = newMetrics(cfg.meterProvider, t.hosts)
 	}
@@ -326,7 +330,12 @@ func (c *call) startContexts() {
 	c.octx.Context = c.ctx
 	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
 	limit := c.pol.deadline
-	now := time.Now()
+	// The queue runs on real time. With the system clock the budget's
+	// start is that reading already: one clock read where two were.
+	now := c.start
+	if !c.t.sysClock {
+		now = time.Now()
+	}
 	if d, ok := c.ctx.Deadline(); !ok || d.Sub(now) > limit {
 		c.dl = c.t.dl.pick()
 		c.dl.add(c, now.Add(limit), now)
