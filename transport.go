@@ -151,8 +151,12 @@ type call struct {
 
 	// The call's outcome context and, once a response is returned, its
 	// body: parts of the call so that they cost no allocation of their own.
-	octx        outcomeCtx
-	rbody       releaseOnClose
+	octx  outcomeCtx
+	rbody releaseOnClose
+	// hvals backs the values of the attempts' header when they fit: the
+	// two stamps and two of the caller's. Its strings are the header's,
+	// and live as long as any attempt's request does.
+	hvals       [4]string
 	stopAttempt func(release bool) // of the attempt whose response is returned
 	out         Outcome
 
@@ -274,7 +278,7 @@ func (c *call) prepare() error {
 // guardsResend watches), and the Transport's own loop decides the rest.
 func (c *call) buildBase() {
 	c.base = c.req.WithContext(c.callCtx)
-	c.base.Header = stampedHeader(c.req.Header, c.out.CorrelationID, c.out.IdempotencyKey)
+	c.base.Header = stampedHeader(c.req.Header, c.out.CorrelationID, c.out.IdempotencyKey, c.hvals[:])
 	c.base.Body = nil
 	c.base.GetBody = nil
 }
@@ -288,14 +292,19 @@ var (
 
 // stampedHeader copies h and sets the call's correlation id and key (if
 // any) on the copy: the map, sized once, and one slice that backs every
-// value.
-func stampedHeader(h http.Header, corr, key string) http.Header {
+// value, buf's array when the values fit in it. The map takes two
+// allocations (its header and, at the first insertion, its group of
+// slots); the values none when they fit, one otherwise.
+func stampedHeader(h http.Header, corr, key string, buf []string) http.Header {
 	n := 0
 	for _, vs := range h {
 		n += len(vs)
 	}
 	out := make(http.Header, len(h)+2)
-	vals := make([]string, 0, n+2)
+	vals := buf[:0]
+	if cap(vals) < n+2 {
+		vals = make([]string, 0, n+2)
+	}
 	for k, vs := range h {
 		if isStamped(k) {
 			continue // replaced below, in its canonical spelling only

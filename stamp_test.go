@@ -1,0 +1,63 @@
+package grantretry
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+// TestStampedHeaderBuffer checks the stamped copy whether the values fit in
+// the call's buffer or not: the caller's values and the stamps are all
+// there, the caller's header is untouched, and appending to one value
+// cannot overwrite another or the buffer's next slot.
+func TestStampedHeaderBuffer(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.Header
+	}{
+		{"empty", http.Header{}},
+		{"fits", http.Header{"Accept": {"a"}, "X-Trace": {"t"}}},
+		{"just over", http.Header{"Accept": {"a", "b"}, "X-Trace": {"t"}}},
+		{"nil values", http.Header{"Accept": nil, "X-Trace": {"t"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orig := tt.h.Clone()
+			var buf [4]string
+			out := stampedHeader(tt.h, "corr", "key", buf[:])
+			want := tt.h.Clone()
+			want[canonCorrelationID] = []string{"corr"}
+			want[canonIdempotencyKey] = []string{"key"}
+			if !reflect.DeepEqual(out, want) {
+				t.Fatalf("stamped %v, want %v", out, want)
+			}
+			for k := range out {
+				out[k] = append(out[k], "appended")
+			}
+			if !reflect.DeepEqual(tt.h, orig) {
+				t.Fatalf("the caller's header changed: %v, want %v", tt.h, orig)
+			}
+			for k, vs := range want {
+				if got := out[k][:len(vs)]; !reflect.DeepEqual(got, vs) && vs != nil {
+					t.Errorf("%s: appending to the copy left %v, want %v", k, got, vs)
+				}
+			}
+		})
+	}
+}
+
+// TestStampedHeaderBufferAllocs checks that values that fit take no
+// allocation of their own: the map's two, and one more only past the buffer.
+func TestStampedHeaderBufferAllocs(t *testing.T) {
+	fits := http.Header{"Accept": {"a"}, "X-Trace": {"t"}}
+	over := http.Header{"Accept": {"a", "b"}, "X-Trace": {"t"}}
+	var buf [4]string
+	var sink http.Header
+	if n := testing.AllocsPerRun(100, func() { sink = stampedHeader(fits, "corr", "key", buf[:]) }); n != 2 {
+		t.Errorf("values that fit: %v allocations, want 2", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { sink = stampedHeader(over, "corr", "key", buf[:]) }); n != 3 {
+		t.Errorf("values past the buffer: %v allocations, want 3", n)
+	}
+	_ = sink
+}
