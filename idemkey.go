@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
+	"sync"
 )
 
 // Header names the Transport stamps on every attempt.
@@ -96,6 +99,31 @@ func validateSubmissionID(id string) error {
 func NewCorrelationID() string {
 	var b [8]byte
 	rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// corrIDs draws a Transport's correlation ids, as unguessable as
+// NewCorrelationID's and about half the cost: 8 bytes from a ChaCha8
+// stream (math/rand/v2's, a cryptographically strong generator) seeded
+// with 32 bytes from crypto/rand. The streams sit in a sync.Pool, so that
+// concurrent calls share no lock and each P mostly reuses its own; a
+// stream the pool drops at a GC is simply replaced by a freshly seeded one.
+// See docs/performance.md ("the correlation id") for why this is safe.
+//
+// A corrIDs is safe for concurrent use; its zero value is ready.
+type corrIDs struct{ pool sync.Pool }
+
+// next returns a new correlation id: 16 hex digits.
+func (g *corrIDs) next() string {
+	s, _ := g.pool.Get().(*mrand.ChaCha8)
+	if s == nil {
+		var seed [32]byte
+		rand.Read(seed[:]) // never fails: crypto/rand crashes the program instead
+		s = mrand.NewChaCha8(seed)
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.Uint64())
+	g.pool.Put(s)
 	return hex.EncodeToString(b[:])
 }
 

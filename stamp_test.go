@@ -3,6 +3,7 @@ package grantretry
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -60,4 +61,26 @@ func TestStampedHeaderBufferAllocs(t *testing.T) {
 		t.Errorf("values past the buffer: %v allocations, want 3", n)
 	}
 	_ = sink
+}
+
+// TestCorrIDs checks the Transport's correlation ids: 16 hex digits, no
+// repeats within a run, and streams seeded apart (two fresh sources do not
+// start alike).
+func TestCorrIDs(t *testing.T) {
+	var a corrIDs
+	seen := map[string]bool{}
+	for range 1000 {
+		id := a.next()
+		if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("id %q is not 16 lower-case hex digits", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q drawn twice", id)
+		}
+		seen[id] = true
+	}
+	var fresh1, fresh2 corrIDs
+	if x, y := fresh1.next(), fresh2.next(); x == y {
+		t.Fatalf("two fresh sources both began with %q: not seeded apart", x)
+	}
 }

@@ -36,6 +36,7 @@ type Transport struct {
 	sysClock bool
 	hosts    *hosts
 	dl       deadlineShards // the calls' budget deadlines, for calls in flight
+	ids      corrIDs        // draws the calls' correlation ids
 
 	met    *metrics     // nil without WithMeterProvider
 	tracer trace.Tracer // nil without WithTracerProvider
@@ -226,7 +227,7 @@ func (c *call) prepare() error {
 
 	c.out.CorrelationID = callerCorr
 	if c.out.CorrelationID == "" {
-		c.out.CorrelationID = NewCorrelationID()
+		c.out.CorrelationID = t.ids.next()
 	}
 	keyPrefix := ""
 	if callerKey == "" && keyedMethod(req.Method) {
