@@ -48,9 +48,16 @@ func IdempotencyKey(submissionID string, payload []byte) string {
 
 func keyFromSum(h hash.Hash) string {
 	var sum [sha256.Size]byte
+	return keyFromSumInto(h, sum[:0])
+}
+
+// keyFromSumInto is keyFromSum with the sum appended to buf (of capacity
+// sha256.Size at least), so that a caller with a buffer of its own on the
+// heap allocates only the key.
+func keyFromSumInto(h hash.Hash, buf []byte) string {
 	var out [6 + 32]byte
 	copy(out[:], "grant-")
-	hex.Encode(out[6:], h.Sum(sum[:0])[:16])
+	hex.Encode(out[6:], h.Sum(buf)[:16])
 	return string(out[:])
 }
 
@@ -156,6 +163,10 @@ type payload struct {
 	sum      string                        // hex SHA-256 of the bytes, when computed
 	key      string                        // derived Idempotency-Key, if any
 	whyNotRe string                        // why the body is not replayable, "" if it is
+	// scratch takes the key's prefix on its way into the hash, and the
+	// hash's sum on its way out: a hash.Hash keeps whatever it is given
+	// from the stack, so a buffer of the call's costs no allocation.
+	scratch [sha256.Size]byte
 }
 
 // replayable reports whether the body can be sent again byte for byte.
@@ -175,7 +186,11 @@ func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum b
 	var keyH, sumH hash.Hash
 	if keyPrefix != "" {
 		keyH = sha256.New()
-		io.WriteString(keyH, keyPrefix)
+		if len(keyPrefix) <= len(p.scratch) {
+			keyH.Write(p.scratch[:copy(p.scratch[:], keyPrefix)])
+		} else {
+			io.WriteString(keyH, keyPrefix)
+		}
 	}
 	if wantSum && !p.empty() {
 		sumH = sha256.New()
@@ -184,7 +199,7 @@ func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum b
 	}
 	finish := func() {
 		if keyH != nil {
-			p.key = keyFromSum(keyH)
+			p.key = keyFromSumInto(keyH, p.scratch[:0])
 		}
 		if sumH != nil {
 			var b [sha256.Size]byte
