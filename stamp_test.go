@@ -84,3 +84,37 @@ func TestCorrIDs(t *testing.T) {
 		t.Fatalf("two fresh sources both began with %q: not seeded apart", x)
 	}
 }
+
+// BenchmarkCorrelationID compares the two ways a correlation id is drawn:
+// crypto/rand (NewCorrelationID) and a Transport's pooled ChaCha8 streams,
+// on one goroutine and on all of them.
+func BenchmarkCorrelationID(b *testing.B) {
+	var ids corrIDs
+	srcs := []struct {
+		name string
+		next func() string
+	}{
+		{"crypto-rand", NewCorrelationID},
+		{"chacha8-pool", ids.next},
+	}
+	for _, s := range srcs {
+		b.Run("src="+s.name+"/par=1", func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				benchID = s.next()
+			}
+		})
+		b.Run("src="+s.name+"/par=all", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var id string
+				for pb.Next() {
+					id = s.next()
+				}
+				_ = id
+			})
+		})
+	}
+}
+
+var benchID string
