@@ -76,6 +76,60 @@ type hostBreaker struct {
 	hasPending atomic.Bool
 	mu         sync.Mutex
 	pending    []stateChange
+
+	// spell is the breaker's closed spell while it is closed, nil
+	// otherwise; changed replaces it under gobreaker's lock. An attempt
+	// allowed while closed asks gobreaker nothing (see closedSpell).
+	spell atomic.Pointer[closedSpell]
+	// fmu serialises what closed spells tell gobreaker, so that a spell
+	// that is still current under fmu is gobreaker's closed state too:
+	// only a report under fmu can end a closed state. Lock order: fmu,
+	// then gobreaker's lock, then mu.
+	fmu sync.Mutex
+}
+
+// closedSpell is one stretch of a breaker's closed state. gobreaker's
+// ReadyToTrip reads only ConsecutiveFailures, and every state change clears
+// the counts, so while the breaker is closed a success tells gobreaker
+// something only when a failure is counted, and an excluded attempt tells
+// it nothing. An attempt allowed while closed therefore takes no permit
+// from gobreaker (its Allow reads the time twice, takes its lock twice and
+// allocates its done): it gets the spell's report, which goes to gobreaker
+// only for a failure, or a success after one, under fmu, and is dropped if
+// the spell has ended meanwhile, as gobreaker drops a report from another
+// generation.
+type closedSpell struct {
+	hb      *hostBreaker
+	report  func(error) // the spell's own method value, made once
+	failing atomic.Bool // gobreaker counts a failure of this spell; written under fmu
+}
+
+func newClosedSpell(hb *hostBreaker) *closedSpell {
+	s := &closedSpell{hb: hb}
+	s.report = s.give
+	return s
+}
+
+// give is the report of an attempt allowed during the spell.
+func (s *closedSpell) give(err error) {
+	switch {
+	case err == errBreakerExcluded:
+		return
+	case err == nil && !s.failing.Load():
+		return // no failure to reset: a success changes nothing ReadyToTrip reads
+	}
+	hb := s.hb
+	hb.fmu.Lock()
+	defer hb.fmu.Unlock()
+	if hb.spell.Load() != s {
+		return // the breaker has moved since the attempt was allowed
+	}
+	done, aerr := hb.cb.Allow()
+	if aerr != nil {
+		return // cannot happen while the spell is current; nothing to count in
+	}
+	done(err)
+	s.failing.Store(err != nil)
 }
 
 // stateChange is one breaker transition.
@@ -85,6 +139,7 @@ type stateChange struct{ from, to gobreaker.State }
 // timer, so one built by a goroutine that loses a race is simply dropped.
 func newHostBreaker(host string, cfg *config) *hostBreaker {
 	hb := &hostBreaker{host: host, clock: cfg.clock, rand: cfg.rand, probe: cfg.probe, maxGap: cfg.cooldown}
+	hb.spell.Store(newClosedSpell(hb))
 	threshold := cfg.threshold
 	hb.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        host,
@@ -111,7 +166,12 @@ func (hb *hostBreaker) changed(_ string, from, to gobreaker.State) {
 		}
 		hb.gate.Store(gateUnset)
 	case gobreaker.StateClosed:
+		// The spell first: whoever sees the gate open finds it.
+		hb.spell.Store(newClosedSpell(hb))
 		hb.gate.Store(0)
+	}
+	if to != gobreaker.StateClosed {
+		hb.spell.Store(nil)
 	}
 	hb.halfOpen.Store(to == gobreaker.StateHalfOpen)
 	hb.mu.Lock()
@@ -126,11 +186,26 @@ func (hb *hostBreaker) allow() (done func(error), probe bool, err error) {
 	if hb == nil {
 		return func(error) {}, false, nil
 	}
+	if hb.gate.Load() == 0 {
+		if s := hb.spell.Load(); s != nil {
+			return s.report, false, nil // closed: no probe, and nothing refuses
+		}
+	}
 	if hb.refusing() {
 		return nil, false, gobreaker.ErrOpenState
 	}
 	done, err = hb.cb.Allow()
-	return done, err == nil && hb.halfOpen.Load(), err
+	if err != nil || hb.halfOpen.Load() {
+		return done, err == nil, err
+	}
+	if s := hb.spell.Load(); s != nil {
+		// The breaker closed while this caller waited on gobreaker (a
+		// probe succeeded): a permit of the closed state goes through its
+		// spell, or its report would count outside fmu.
+		done(errBreakerExcluded)
+		return s.report, false, nil
+	}
+	return done, false, nil
 }
 
 // refusing reports whether the gate refuses calls now. It draws the gate's

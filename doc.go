@@ -14,8 +14,9 @@
 //
 // Each call is one logical call, made of one or more attempts:
 //
-//   - Stamping. Every attempt carries the call's X-Correlation-ID
-//     (NewCorrelationID, unless the caller set one) and, for POST and
+//   - Stamping. Every attempt carries the call's X-Correlation-ID (16
+//     unguessable hex digits like NewCorrelationID's, unless the caller
+//     set one) and, for POST and
 //     PATCH, its Idempotency-Key, derived once before the first attempt by
 //     IdempotencyKey from the submission id (WithSubmissionID) and the body
 //     (a body too large to replay cannot be hashed before it is sent, and

@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
+	"sync"
 )
 
 // Header names the Transport stamps on every attempt.
@@ -45,9 +48,16 @@ func IdempotencyKey(submissionID string, payload []byte) string {
 
 func keyFromSum(h hash.Hash) string {
 	var sum [sha256.Size]byte
+	return keyFromSumInto(h, sum[:0])
+}
+
+// keyFromSumInto is keyFromSum with the sum appended to buf (of capacity
+// sha256.Size at least), so that a caller with a buffer of its own on the
+// heap allocates only the key.
+func keyFromSumInto(h hash.Hash, buf []byte) string {
 	var out [6 + 32]byte
 	copy(out[:], "grant-")
-	hex.Encode(out[6:], h.Sum(sum[:0])[:16])
+	hex.Encode(out[6:], h.Sum(buf)[:16])
 	return string(out[:])
 }
 
@@ -99,6 +109,31 @@ func NewCorrelationID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// corrIDs draws a Transport's correlation ids, as unguessable as
+// NewCorrelationID's and about half the cost: 8 bytes from a ChaCha8
+// stream (math/rand/v2's, a cryptographically strong generator) seeded
+// with 32 bytes from crypto/rand. The streams sit in a sync.Pool, so that
+// concurrent calls share no lock and each P mostly reuses its own; a
+// stream the pool drops at a GC is simply replaced by a freshly seeded one.
+// See docs/performance.md ("the correlation id") for why this is safe.
+//
+// A corrIDs is safe for concurrent use; its zero value is ready.
+type corrIDs struct{ pool sync.Pool }
+
+// next returns a new correlation id: 16 hex digits.
+func (g *corrIDs) next() string {
+	s, _ := g.pool.Get().(*mrand.ChaCha8)
+	if s == nil {
+		var seed [32]byte
+		rand.Read(seed[:]) // never fails: crypto/rand crashes the program instead
+		s = mrand.NewChaCha8(seed)
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.Uint64())
+	g.pool.Put(s)
+	return hex.EncodeToString(b[:])
+}
+
 // keyedMethod reports whether the Transport derives an Idempotency-Key for
 // the method: the two methods whose repetition can create a second record.
 func keyedMethod(m string) bool { return m == http.MethodPost || m == http.MethodPatch }
@@ -128,6 +163,10 @@ type payload struct {
 	sum      string                        // hex SHA-256 of the bytes, when computed
 	key      string                        // derived Idempotency-Key, if any
 	whyNotRe string                        // why the body is not replayable, "" if it is
+	// scratch takes the key's prefix on its way into the hash, and the
+	// hash's sum on its way out: a hash.Hash keeps whatever it is given
+	// from the stack, so a buffer of the call's costs no allocation.
+	scratch [sha256.Size]byte
 }
 
 // replayable reports whether the body can be sent again byte for byte.
@@ -147,7 +186,11 @@ func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum b
 	var keyH, sumH hash.Hash
 	if keyPrefix != "" {
 		keyH = sha256.New()
-		io.WriteString(keyH, keyPrefix)
+		if len(keyPrefix) <= len(p.scratch) {
+			keyH.Write(p.scratch[:copy(p.scratch[:], keyPrefix)])
+		} else {
+			io.WriteString(keyH, keyPrefix)
+		}
 	}
 	if wantSum && !p.empty() {
 		sumH = sha256.New()
@@ -156,7 +199,7 @@ func (p *payload) read(r *http.Request, limit int64, keyPrefix string, wantSum b
 	}
 	finish := func() {
 		if keyH != nil {
-			p.key = keyFromSum(keyH)
+			p.key = keyFromSumInto(keyH, p.scratch[:0])
 		}
 		if sumH != nil {
 			var b [sha256.Size]byte
