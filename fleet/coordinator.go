@@ -302,21 +302,21 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 const failedSQL = `
 		WITH u AS (
 			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
-			VALUES ($1, GREATEST($5 - 1, 0), $5, CASE WHEN $2 > 0 THEN 1 ELSE 0 END,
+			VALUES ($1, GREATEST($5::float8 - 1, 0), $5, CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END,
 				CASE WHEN $2 > 0 THEN now() ELSE '-infinity' END,
 				CASE WHEN $2 = 1 THEN now() END,
 				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END)
 			ON CONFLICT (host) DO UPDATE SET
 				failures = CASE WHEN $2 = 0 THEN h.failures WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
 				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE now() END,
-				opened_at = CASE WHEN $2 > 0 AND h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false)
-					AND h.failures + 1 >= $2 THEN now() ELSE h.opened_at END,
-				probe_until = CASE WHEN $2 > 0 AND h.opened_at IS NULL AND NOT COALESCE($6 > h.failed_at, false)
-					AND h.failures + 1 >= $2 THEN now() + $3::interval ELSE h.probe_until END,
+				opened_at = CASE WHEN $2 > 0 AND h.opened_at IS NULL
+					AND CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END >= $2 THEN now() ELSE h.opened_at END,
+				probe_until = CASE WHEN $2 > 0 AND h.opened_at IS NULL
+					AND CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END >= $2 THEN now() + $3::interval ELSE h.probe_until END,
 				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
 				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
-				tokens = CASE WHEN $5 = 0 THEN h.tokens ELSE GREATEST(LEAST($5,
-					h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7) - 1, 0) END
+				tokens = CASE WHEN $5 = 0 THEN h.tokens WHEN h.max_tokens = 0 THEN GREATEST($5 - 1, 0)
+					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8) - 1, 0) END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
 		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
 
@@ -327,7 +327,11 @@ const failedSQL = `
 // prepared (see warm), pgx uses the prepared statement instead, whatever
 // the mode: no parse and no plan from scratch. $2 is the threshold, 0 for
 // a host without a breaker (never opens); $5 the bucket's size, 0 for a
-// host without a throttle (no withdrawal).
+// host without a throttle (no withdrawal). A row such a report creates
+// has max_tokens 0: no bucket yet, and the first withdrawal finds it
+// full. The casts fix the parameters' types where the server would infer
+// them from the first use (int4 for $5 - 1, which refuses a bucket of 2.5
+// in Exec mode and truncates it prepared).
 func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time) (bool, error) {
 	p := h.policy.Load()
 	threshold := int64(p.Threshold)
