@@ -103,6 +103,8 @@ type Coordinator struct {
 	slots   chan struct{}
 	closeMu sync.Mutex
 	closing bool
+
+	warmed map[*pgx.Conn]bool // the connections warm prepared; tick's own
 }
 
 // reportLimit bounds a fleet statement that its caller stopped waiting
@@ -156,7 +158,8 @@ type coordHost struct {
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
-		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached)}
+		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached),
+		warmed: map[*pgx.Conn]bool{}}
 	c.wg.Add(2)
 	go c.listen(ctx)
 	go c.tick(ctx)
@@ -181,7 +184,9 @@ func (c *Coordinator) Close() {
 // threshold, probe wait and bucket go with each statement, so processes
 // configured alike share one policy. A zero p (a caller that only reads
 // State) leaves the policy to the Transport. What p leaves at zero takes
-// the core's defaults.
+// the core's defaults. Two Transports of one process that give one host
+// different policies share the first one's here: give them one
+// Coordinator each, or one policy.
 func (c *Coordinator) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -499,22 +504,60 @@ var warmSQL = []string{failedSQL, tryProbeSQL}
 // all at once, each on a connection that has never run them: a cold
 // server backend took 1 to 3.5 ms to parse the report (loading its
 // catalog caches), against well under 1 ms warm, and every report queues
-// behind the one before on the host's row. Prepare is idempotent: on a
-// warm connection it costs no round trip. A pool whose connections are
+// behind the one before on the host's row. A pool whose connections are
 // closed when idle (MinConns 0) leaves the next ones cold; give it
 // MinConns of at least 2 (docs/fleet.md).
+//
+// warm holds at most one connection at a time, and each for at most
+// warmLimit: the idle connections it took and knows warm (c.warmed, by
+// identity: pgxpool keeps one *pgx.Conn for a connection's life) go back
+// at once, and the cold ones one by one, so that the pool's other users
+// and the failure reports always find the rest. A Prepare that waits (a
+// migration's lock on the table) is cut at warmLimit; pgx then closes
+// that connection, and the next tick tries a new one. Only tick calls it.
 func (c *Coordinator) warm(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	for _, conn := range c.pool.AcquireAllIdle(ctx) {
+	for range warmRounds {
+		var cold *pgxpool.Conn
+		for _, conn := range c.pool.AcquireAllIdle(ctx) {
+			if cold != nil || c.warmed[conn.Conn()] {
+				conn.Release()
+				continue
+			}
+			cold = conn
+		}
+		if cold == nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, warmLimit)
+		ok := true
 		for _, sql := range warmSQL {
-			if _, err := conn.Conn().Prepare(ctx, sql, sql); err != nil {
+			if _, err := cold.Conn().Prepare(pctx, sql, sql); err != nil {
+				ok = false
 				break
 			}
 		}
-		conn.Release()
+		cancel()
+		if ok {
+			if len(c.warmed) >= maxWarmed { // connections closed since: forget them all
+				clear(c.warmed)
+			}
+			c.warmed[cold.Conn()] = true
+		}
+		cold.Release()
+		if !ok {
+			return
+		}
 	}
 }
+
+// warmLimit bounds one connection's preparing, warmRounds how many cold
+// connections one tick warms, and maxWarmed how many connections warm
+// remembers.
+const (
+	warmLimit  = 100 * time.Millisecond
+	warmRounds = 4
+	maxWarmed  = 256
+)
 
 // tick re-reads the rows and deposits the counted successes.
 func (c *Coordinator) tick(ctx context.Context) {
