@@ -202,7 +202,10 @@ func BenchmarkSuccessPathFleet(b *testing.B) {
 	} else {
 		resp.Body.Close()
 	}
-	for co.Host("http://funder.example:80", grantretry.FleetPolicy{}).State() != grantretry.FleetClosed {
+	for start := time.Now(); co.Host("http://funder.example:80", grantretry.FleetPolicy{}).State() != grantretry.FleetClosed; {
+		if time.Since(start) > 5*time.Second {
+			b.Fatal("the Coordinator did not hear the host's state within 5 s")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	payload := []byte(`{"applicant":"Riverbend Food Bank","amount":125000}`)

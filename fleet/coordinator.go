@@ -191,19 +191,18 @@ func (c *Coordinator) Host(key string, p grantretry.FleetPolicy) grantretry.Flee
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hosts[key]
-	given := p != (grantretry.FleetPolicy{})
-	if ok && given && !h.given {
-		h.given = true
-		h.policy.Store(ptr(withDefaults(p)))
-	}
 	if !ok {
-		h = &coordHost{c: c, key: key, given: given}
-		h.policy.Store(ptr(withDefaults(p)))
+		h = &coordHost{c: c, key: key}
+		h.policy.Store(ptr(withDefaults(grantretry.FleetPolicy{})))
 		c.hosts[key] = h
 		select { // never waits: tick reads it
 		case c.fresh <- struct{}{}:
 		default:
 		}
+	}
+	if p != (grantretry.FleetPolicy{}) && !h.given {
+		h.given = true
+		h.policy.Store(ptr(withDefaults(p)))
 	}
 	return h
 }
