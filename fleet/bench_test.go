@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,18 +23,71 @@ import (
 // disposition record and Sync, concurrently; the Sync's latency is what
 // RoundTrip waits. It reports p50 and p99 in µs. Each Trail has committed
 // its opening record before the timing starts, as a process does before
-// its first call. "saturated" has no pause between a writer's calls,
-// which measures the server's commit throughput more than a call's
-// latency; "call-5ms" waits 5 ms between them, as a call to a funder at
-// least takes. BenchmarkCommitFloor16 is the floor under both.
+// its first call. The pacings (see pacings) differ in when the writers'
+// commits meet: "poisson-5ms" is issue 13's target, 16 independent
+// processes each making a call per 5 ms on average; "lockstep-5ms" sends
+// all 16 at the same instant every 5 ms, a burst independent processes
+// do not make; "saturated" has no pause, which measures the server's
+// commit throughput more than a call's latency. BenchmarkCommitFloor16 is
+// the floor under all three.
 //
 //	cd fleet && go test -run '^$' -bench TrailDispositionCommit16 -benchtime 4000x
 func BenchmarkTrailDispositionCommit16(b *testing.B) {
-	b.Run("saturated", func(b *testing.B) { benchDispositionCommit(b, 0) })
-	b.Run("call-5ms", func(b *testing.B) { benchDispositionCommit(b, 5*time.Millisecond) })
+	for _, p := range pacings {
+		b.Run(p.name, func(b *testing.B) { benchDispositionCommit(b, p) })
+	}
 }
 
-func benchDispositionCommit(b *testing.B, pause time.Duration) {
+// A pacing says how long a writer waits before each commit, as the call
+// to the funder that comes before a disposition does.
+type pacing struct {
+	name string
+	wait func(r *mrand.Rand) time.Duration // nil: no wait
+}
+
+var pacings = []pacing{
+	{"saturated", nil},
+	// Every writer waits 5 ms: started together, the 16 stay in step and
+	// commit in bursts of 16.
+	{"lockstep-5ms", func(*mrand.Rand) time.Duration { return 5 * time.Millisecond }},
+	// Each writer's waits are exponential with a mean of 5 ms, drawn from
+	// a stream of its own: lockstep-5ms's rate, with the commits of 16
+	// independent processes arriving as a Poisson process.
+	{"poisson-5ms", func(r *mrand.Rand) time.Duration {
+		return time.Duration(r.ExpFloat64() * float64(5*time.Millisecond))
+	}},
+}
+
+// paced runs writers goroutines; writer w makes ops w, w+writers, ...
+// below b.N, each after p's wait, and returns every op's latency.
+func paced(b *testing.B, writers int, p pacing, op func(w int) error) []time.Duration {
+	lat := make([][]time.Duration, writers)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := mrand.New(mrand.NewPCG(uint64(w), 13))
+			for i := w; i < b.N; i += writers {
+				if p.wait != nil {
+					time.Sleep(p.wait(r))
+				}
+				t0 := time.Now()
+				if err := op(w); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	return slices.Concat(lat...)
+}
+
+func benchDispositionCommit(b *testing.B, p pacing) {
 	const writers = 16
 	ctx := context.Background()
 	pool := newPool(b)
@@ -55,32 +109,13 @@ func benchDispositionCommit(b *testing.B, pause time.Duration) {
 	}
 	attempt := []byte(`{"ts":"2026-01-02T03:04:05.123456789Z","level":"info","msg":"grantretry.attempt","correlation_id":"c0ffee","idempotency_key":"k","submission_id":"GRANT-1","method":"POST","host":"funder.example","path":"/submit","attempt":1,"status":201,"error":"","reason":"ok:201","retryable":false,"wait":"0s","wait_source":"","latency":"1.2ms","elapsed":"1.2ms"}` + "\n")
 	disp := []byte(`{"ts":"2026-01-02T03:04:05.123456789Z","level":"info","msg":"grantretry.disposition","correlation_id":"c0ffee","idempotency_key":"k","submission_id":"GRANT-1","method":"POST","host":"funder.example","path":"/submit","disposition":"succeeded","attempts":1,"stop_reason":"success","status":201,"reason":"ok:201","error":"","payload_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","payload_bytes":0,"not_replayable":"","elapsed":"1.2ms","dead_letter_id":"","record_error":"","reconciles":0,"ambiguous":false}` + "\n")
-	lat := make([][]time.Duration, writers)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tr := trails[w]
-			for i := w; i < b.N; i += writers {
-				if pause > 0 {
-					time.Sleep(pause)
-				}
-				tr.Write(attempt)
-				tr.Write(disp)
-				t0 := time.Now()
-				if err := tr.Sync(); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	reportLatency(b, slices.Concat(lat...))
+	lat := paced(b, writers, p, func(w int) error {
+		tr := trails[w]
+		tr.Write(attempt)
+		tr.Write(disp)
+		return tr.Sync()
+	})
+	reportLatency(b, lat)
 	sum, err := VerifyTrail(ctx, pool)
 	if err != nil {
 		b.Fatal(err)
@@ -105,28 +140,25 @@ func benchDispositionCommit(b *testing.B, pause time.Duration) {
 func BenchmarkCommitFloor16(b *testing.B) {
 	insert := "INSERT INTO grantretry_floor (record) VALUES ($1)"
 	record := strings.Repeat("x", 600)
-	for _, pause := range []struct {
-		name string
-		d    time.Duration
-	}{{"saturated", 0}, {"call-5ms", 5 * time.Millisecond}} {
-		b.Run("roundtrip/"+pause.name, func(b *testing.B) {
-			benchFloor(b, 16, pause.d, "on", "SELECT 1")
+	for _, p := range pacings {
+		b.Run("roundtrip/"+p.name, func(b *testing.B) {
+			benchFloor(b, 16, p, "on", "SELECT 1")
 		})
-		b.Run("insert-commit/"+pause.name, func(b *testing.B) {
-			benchFloor(b, 16, pause.d, "on", insert, record)
+		b.Run("insert-commit/"+p.name, func(b *testing.B) {
+			benchFloor(b, 16, p, "on", insert, record)
 		})
-		b.Run("insert-nosync/"+pause.name, func(b *testing.B) {
-			benchFloor(b, 16, pause.d, "off", insert, record)
+		b.Run("insert-nosync/"+p.name, func(b *testing.B) {
+			benchFloor(b, 16, p, "off", insert, record)
 		})
-		b.Run("insert-commit-1-writer/"+pause.name, func(b *testing.B) {
-			benchFloor(b, 1, pause.d, "on", insert, record)
+		b.Run("insert-commit-1-writer/"+p.name, func(b *testing.B) {
+			benchFloor(b, 1, p, "on", insert, record)
 		})
 	}
 }
 
 // benchFloor runs sql on writers connections of their own, with
 // synchronous_commit set to syncCommit, and reports its latency.
-func benchFloor(b *testing.B, writers int, pause time.Duration, syncCommit, sql string, args ...any) {
+func benchFloor(b *testing.B, writers int, p pacing, syncCommit, sql string, args ...any) {
 	ctx := context.Background()
 	pool := newPool(b)
 	if _, err := pool.Exec(ctx, `CREATE TABLE grantretry_floor (id bigserial PRIMARY KEY, record text NOT NULL)`); err != nil {
@@ -144,29 +176,10 @@ func benchFloor(b *testing.B, writers int, pause time.Duration, syncCommit, sql 
 		}
 		conns[i] = c
 	}
-	lat := make([][]time.Duration, writers)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < b.N; i += writers {
-				if pause > 0 {
-					time.Sleep(pause)
-				}
-				t0 := time.Now()
-				if _, err := conns[w].Exec(ctx, sql, args...); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	reportLatency(b, slices.Concat(lat...))
+	reportLatency(b, paced(b, writers, p, func(w int) error {
+		_, err := conns[w].Exec(ctx, sql, args...)
+		return err
+	}))
 }
 
 // reportLatency reports the p50 and p99 of lat in µs.
