@@ -63,3 +63,17 @@ func TestTransportAfterInnerIsClosed(t *testing.T) {
 	}
 	inner.CloseIdleConnections()
 }
+
+// TestHeaderNameTableIsTheTokenRule checks validHeaderName's table against
+// RFC 9110's tchar, byte by byte, in the middle of a name and alone.
+func TestHeaderNameTableIsTheTokenRule(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		c := byte(b)
+		want := c > ' ' && c < 0x7f && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, rune(c))
+		for _, name := range []string{string([]byte{c}), "X-" + string([]byte{c}) + "-Y"} {
+			if got := validHeaderName(name); got != want {
+				t.Errorf("validHeaderName(%q) = %v, want %v", name, got, want)
+			}
+		}
+	}
+}

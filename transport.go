@@ -216,7 +216,7 @@ func (c *call) prepare() error {
 	if hasID {
 		c.out.SubmissionID = id
 	}
-	callerCorr, callerKey, err := validateRequest(req, id, hasID)
+	callerCorr, callerKey, hn, err := validateRequest(req, id, hasID)
 	if err != nil {
 		closeBody(req)
 		return err
@@ -265,7 +265,7 @@ func (c *call) prepare() error {
 		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
 	}
 	c.startContexts()
-	c.buildBase()
+	c.buildBase(hn)
 	c.budget = newCallBudget(c.ctx, c.start, c.pol.maxRetries, c.pol.deadline)
 	return nil
 }
@@ -273,7 +273,8 @@ func (c *call) prepare() error {
 // buildBase makes the request every attempt is copied from: a shallow copy
 // of the caller's with its own headers, the URL and the rest shared and
 // never written. ContentLength stays the caller's: a body of unknown length
-// goes out chunked, with its trailers, as the caller built it.
+// goes out chunked, with its trailers, as the caller built it. nvals is
+// the number of values in the caller's header (validateRequest's count).
 //
 // It carries no GetBody. With one, net/http's Transport sends a request
 // again on its own when a kept-alive connection fails after the request
@@ -281,9 +282,9 @@ func (c *call) prepare() error {
 // duplicate at a funder that ignores Idempotency-Key. Without it, net/http
 // resends only what it never wrote (or a request without a body, which
 // guardsResend watches), and the Transport's own loop decides the rest.
-func (c *call) buildBase() {
+func (c *call) buildBase(nvals int) {
 	c.base = c.req.WithContext(c.callCtx)
-	c.base.Header = stampedHeader(c.req.Header, c.out.CorrelationID, c.out.IdempotencyKey, c.hvals[:])
+	c.base.Header = stampedHeaderN(c.req.Header, nvals, c.out.CorrelationID, c.out.IdempotencyKey, c.hvals[:])
 	c.base.Body = nil
 	c.base.GetBody = nil
 }
@@ -305,6 +306,12 @@ func stampedHeader(h http.Header, corr, key string, buf []string) http.Header {
 	for _, vs := range h {
 		n += len(vs)
 	}
+	return stampedHeaderN(h, n, corr, key, buf)
+}
+
+// stampedHeaderN is stampedHeader for a header known to hold n values
+// (validateRequest counted them), which spares a pass over the map.
+func stampedHeaderN(h http.Header, n int, corr, key string, buf []string) http.Header {
 	out := make(http.Header, len(h)+2)
 	vals := buf[:0]
 	if cap(vals) < n+2 {
@@ -983,21 +990,22 @@ func closeBody(r *http.Request) {
 // refuse with an untyped error, and what would let a caller smuggle a header.
 // In the same pass over the headers it returns the caller's own correlation
 // id and idempotency key, if set, in whatever spelling http.Header was given
-// them (the canonical one wins).
-func validateRequest(r *http.Request, id string, hasID bool) (corr, key string, err error) {
+// them (the canonical one wins), and the number of values it holds.
+func validateRequest(r *http.Request, id string, hasID bool) (corr, key string, nvals int, err error) {
 	if err := validateTarget(r); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	var corrCanon, keyCanon bool
 	for k, vs := range r.Header {
 		if !validHeaderName(k) {
-			return "", "", fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
+			return "", "", 0, fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
 		}
 		for _, v := range vs {
 			if hasControl(v) {
-				return "", "", fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
+				return "", "", 0, fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
 			}
 		}
+		nvals += len(vs)
 		switch {
 		case len(vs) == 0:
 		case k == canonCorrelationID:
@@ -1012,10 +1020,10 @@ func validateRequest(r *http.Request, id string, hasID bool) (corr, key string, 
 	}
 	if hasID {
 		if err := validateSubmissionID(id); err != nil {
-			return "", "", err
+			return "", "", 0, err
 		}
 	}
-	return corr, key, nil
+	return corr, key, nvals, nil
 }
 
 // validateTarget checks what the request is sent to and with: URL, method,
@@ -1032,7 +1040,7 @@ func validateTarget(r *http.Request) error {
 	if r.URL.Host == "" {
 		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
 	}
-	if hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}") {
+	if !commonMethod(r.Method) && (hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}")) {
 		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, r.Method)
 	}
 	if (r.Body == nil || r.Body == http.NoBody) && r.ContentLength > 0 {
@@ -1052,10 +1060,29 @@ func validHeaderName(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+		if !tokenChar[k[i]] {
 			return false
 		}
 	}
 	return true
+}
+
+// tokenChar says which bytes a header name may hold (RFC 9110's tchar):
+// visible ASCII but the separators.
+var tokenChar = func() (t [256]bool) {
+	for c := '!'; c < 0x7f; c++ {
+		t[c] = !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}
+	return t
+}()
+
+// commonMethod reports whether m is one of the methods a grant pipeline
+// sends, which validateTarget then need not scan.
+func commonMethod(m string) bool {
+	switch m {
+	case "", http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	return false
 }
