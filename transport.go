@@ -216,7 +216,7 @@ func (c *call) prepare() error {
 	if hasID {
 		c.out.SubmissionID = id
 	}
-	callerCorr, callerKey, hn, err := validateRequest(req, id, hasID)
+	callerCorr, callerKey, hc, err := validateRequest(req, id, hasID, c.hvals[:])
 	if err != nil {
 		closeBody(req)
 		return err
@@ -265,7 +265,7 @@ func (c *call) prepare() error {
 		return fmt.Errorf("not sent, since the audit trail cannot record it: %w", err)
 	}
 	c.startContexts()
-	c.buildBase(hn)
+	c.buildBase(&hc)
 	c.budget = newCallBudget(c.ctx, c.start, c.pol.maxRetries, c.pol.deadline)
 	return nil
 }
@@ -273,8 +273,8 @@ func (c *call) prepare() error {
 // buildBase makes the request every attempt is copied from: a shallow copy
 // of the caller's with its own headers, the URL and the rest shared and
 // never written. ContentLength stays the caller's: a body of unknown length
-// goes out chunked, with its trailers, as the caller built it. nvals is
-// the number of values in the caller's header (validateRequest's count).
+// goes out chunked, with its trailers, as the caller built it. hc is the
+// caller's header as validateRequest copied it, without the stamps.
 //
 // It carries no GetBody. With one, net/http's Transport sends a request
 // again on its own when a kept-alive connection fails after the request
@@ -282,9 +282,9 @@ func (c *call) prepare() error {
 // duplicate at a funder that ignores Idempotency-Key. Without it, net/http
 // resends only what it never wrote (or a request without a body, which
 // guardsResend watches), and the Transport's own loop decides the rest.
-func (c *call) buildBase(nvals int) {
+func (c *call) buildBase(hc *headerCopy) {
 	c.base = c.req.WithContext(c.callCtx)
-	c.base.Header = stampedHeaderN(c.req.Header, nvals, c.out.CorrelationID, c.out.IdempotencyKey, c.hvals[:])
+	c.base.Header = hc.stamp(c.out.CorrelationID, c.out.IdempotencyKey)
 	c.base.Body = nil
 	c.base.GetBody = nil
 }
@@ -297,51 +297,78 @@ var (
 )
 
 // stampedHeader copies h and sets the call's correlation id and key (if
-// any) on the copy: the map, sized once, and one slice that backs every
-// value, buf's array when the values fit in it. The map takes two
-// allocations (its header and, at the first insertion, its group of
-// slots); the values none when they fit, one otherwise.
+// any) on the copy (see headerCopy). The map takes two allocations (its
+// header and, at the first insertion, its group of slots); the values
+// none when they fit in buf, one otherwise. RoundTrip builds the same copy
+// in validateRequest's pass over the caller's header.
 func stampedHeader(h http.Header, corr, key string, buf []string) http.Header {
 	n := 0
 	for _, vs := range h {
 		n += len(vs)
 	}
-	return stampedHeaderN(h, n, corr, key, buf)
+	hc := newHeaderCopy(len(h), n, buf)
+	for k, vs := range h {
+		if !isStamped(k) { // replaced by stamp, in its canonical spelling only
+			hc.add(k, vs)
+		}
+	}
+	return hc.stamp(corr, key)
 }
 
-// stampedHeaderN is stampedHeader for a header known to hold n values
-// (validateRequest counted them), which spares a pass over the map.
-func stampedHeaderN(h http.Header, n int, corr, key string, buf []string) http.Header {
-	out := make(http.Header, len(h)+2)
+// headerCopy is the header every attempt is sent with, being built: the
+// map, and one slice that backs every value, the call's buffer when the
+// values fit in it.
+type headerCopy struct {
+	h    http.Header
+	vals []string
+}
+
+// newHeaderCopy starts a copy of a header of keys names holding nvals
+// values, with room for the two stamps.
+func newHeaderCopy(keys, nvals int, buf []string) headerCopy {
 	vals := buf[:0]
-	if cap(vals) < n+2 {
-		vals = make([]string, 0, n+2)
+	if cap(vals) < nvals+2 {
+		vals = make([]string, 0, nvals+2)
 	}
-	for k, vs := range h {
-		if isStamped(k) {
-			continue // replaced below, in its canonical spelling only
-		}
-		if vs == nil {
-			out[k] = nil
-			continue
-		}
-		start := len(vals)
-		vals = append(vals, vs...)
-		out[k] = vals[start:len(vals):len(vals)]
+	return headerCopy{h: make(http.Header, keys+2), vals: vals}
+}
+
+// add copies the caller's entry k, which is not a stamped one. Each value
+// slice is capped, so that appending to one cannot overwrite the next.
+func (hc *headerCopy) add(k string, vs []string) {
+	if vs == nil {
+		hc.h[k] = nil
+		return
 	}
-	vals = append(vals, corr)
-	out[canonCorrelationID] = vals[len(vals)-1 : len(vals) : len(vals)]
+	start := len(hc.vals)
+	hc.vals = append(hc.vals, vs...)
+	hc.h[k] = hc.vals[start:len(hc.vals):len(hc.vals)]
+}
+
+// stamp sets the correlation id and the key, if any, and returns the
+// header.
+func (hc *headerCopy) stamp(corr, key string) http.Header {
+	hc.vals = append(hc.vals, corr)
+	n := len(hc.vals)
+	hc.h[canonCorrelationID] = hc.vals[n-1 : n : n]
 	if key != "" {
-		vals = append(vals, key)
-		out[canonIdempotencyKey] = vals[len(vals)-1 : len(vals) : len(vals)]
+		hc.vals = append(hc.vals, key)
+		n = len(hc.vals)
+		hc.h[canonIdempotencyKey] = hc.vals[n-1 : n : n]
 	}
-	return out
+	return hc.h
 }
 
 // isStamped reports whether k, in any spelling, is a header the Transport
 // stamps on every attempt.
 func isStamped(k string) bool {
 	return strings.EqualFold(k, canonCorrelationID) || strings.EqualFold(k, canonIdempotencyKey)
+}
+
+// foldEq is strings.EqualFold for a valid header name k (ASCII only, see
+// validHeaderName): names of other lengths are not compared at all.
+func foldEq(k, canon string) bool {
+	return len(k) == len(canon) && strings.EqualFold(k, canon)
 }
 
 // startContexts derives the context every attempt runs under: the caller's,
@@ -990,40 +1017,47 @@ func closeBody(r *http.Request) {
 // refuse with an untyped error, and what would let a caller smuggle a header.
 // In the same pass over the headers it returns the caller's own correlation
 // id and idempotency key, if set, in whatever spelling http.Header was given
-// them (the canonical one wins), and the number of values it holds.
-func validateRequest(r *http.Request, id string, hasID bool) (corr, key string, nvals int, err error) {
+// them (the canonical one wins), and copies the others for the attempts
+// (buf backs their values when they fit: see headerCopy).
+func validateRequest(r *http.Request, id string, hasID bool, buf []string) (corr, key string, hc headerCopy, err error) {
 	if err := validateTarget(r); err != nil {
-		return "", "", 0, err
+		return "", "", hc, err
 	}
+	// One value per name is the common case; a name with more grows the
+	// values' slice.
+	hc = newHeaderCopy(len(r.Header), len(r.Header), buf)
 	var corrCanon, keyCanon bool
 	for k, vs := range r.Header {
 		if !validHeaderName(k) {
-			return "", "", 0, fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
+			return "", "", hc, fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, k)
 		}
 		for _, v := range vs {
 			if hasControl(v) {
-				return "", "", 0, fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
+				return "", "", hc, fmt.Errorf("%w: header %s has a control character (CR or LF?)", ErrInvalidRequest, k)
 			}
 		}
-		nvals += len(vs)
+		isCorr := foldEq(k, canonCorrelationID)
+		isKey := !isCorr && foldEq(k, canonIdempotencyKey)
 		switch {
+		case !isCorr && !isKey:
+			hc.add(k, vs)
 		case len(vs) == 0:
 		case k == canonCorrelationID:
 			corr, corrCanon = vs[0], true
 		case k == canonIdempotencyKey:
 			key, keyCanon = vs[0], true
-		case !corrCanon && strings.EqualFold(k, canonCorrelationID):
+		case isCorr && !corrCanon:
 			corr = vs[0]
-		case !keyCanon && strings.EqualFold(k, canonIdempotencyKey):
+		case isKey && !keyCanon:
 			key = vs[0]
 		}
 	}
 	if hasID {
 		if err := validateSubmissionID(id); err != nil {
-			return "", "", 0, err
+			return "", "", hc, err
 		}
 	}
-	return corr, key, nvals, nil
+	return corr, key, hc, nil
 }
 
 // validateTarget checks what the request is sent to and with: URL, method,
