@@ -3,6 +3,10 @@ package grantretry
 import (
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +154,59 @@ func TestForHostMatchesEverySpellingOfItsHost(t *testing.T) {
 		if hs := tr.hosts.forURL(mustURL(t, tc.url)); hs.cfg.maxRetries != 7 {
 			t.Errorf("ForHost(%q) does not match %s", tc.rule, tc.url)
 		}
+	}
+}
+
+// TestHostSpellingsPastTheCopiedMap looks up more spellings than the
+// copied-on-write aliases hold, from several goroutines at once (run it
+// with -race): every spelling finds its host's one state, in the copied
+// map or past it, and only maxAliases spellings are copied.
+func TestHostSpellingsPastTheCopiedMap(t *testing.T) {
+	tr := New(nil, ForHost("host7.test", WithBudget(7, time.Second)))
+	const hostsN = 3 * maxAliases
+	spell := func(i, v int) string {
+		host := "host" + strconv.Itoa(i) + ".test"
+		switch v {
+		case 1:
+			host = strings.ToUpper(host)
+		case 2:
+			host += ".:443"
+		}
+		return "https://" + host + "/x"
+	}
+	states := make([][3]*hostState, hostsN)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range hostsN {
+				for v := range 3 {
+					u, _ := url.Parse(spell(i, v))
+					hs := tr.hosts.forURL(u)
+					if g == 0 {
+						states[i][v] = hs
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range hostsN {
+		for v := range 3 {
+			u, _ := url.Parse(spell(i, v))
+			if got := tr.hosts.forURL(u); got != states[i][0] || states[i][v] != states[i][0] {
+				t.Fatalf("%s has a state of its own, not its host's", spell(i, v))
+			}
+		}
+		if i > 0 && states[i][0] == states[i-1][0] {
+			t.Fatalf("host%d and host%d share a state", i, i-1)
+		}
+	}
+	if got := states[7][1].cfg.maxRetries; got != 7 {
+		t.Errorf("HOST7.TEST got %d retries, want ForHost's 7", got)
+	}
+	if n := len(*tr.hosts.aliases.Load()); n != maxAliases {
+		t.Errorf("the copied map holds %d spellings, want %d", n, maxAliases)
 	}
 }
