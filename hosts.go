@@ -167,7 +167,7 @@ func (c *config) withRule(r *hostRule) *config {
 // Every call looks its URL's spelling up in aliases, a map that is copied
 // on write: read with one atomic load and a lookup that hashes two
 // strings, where a sync.Map hashed an interface and walked a trie (about
-// 450 instructions a call, against about 150). A spelling is added once;
+// 450 instructions a call, against about 250). A spelling is added once;
 // past maxAliases of them, the rest go to moreAliases, a sync.Map, so that
 // a Transport calling thousands of hosts does not copy thousands of
 // entries per new one.

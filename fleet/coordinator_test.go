@@ -312,10 +312,19 @@ func TestCoordinatorProbeHolderKilledFreesTheProbeAfterTheLease(t *testing.T) {
 	for _, p := range others {
 		p.call(t)
 	}
+	// The calls' failure reports create the host's row; on a loaded
+	// machine one cut at the Transport's 5 ms limit lands later, and an
+	// UPDATE before it would open nothing.
+	waitFor(t, "the host's row", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&n)
+		return err == nil && n == 1
+	})
 	// Open, announced, with the probe free.
-	if _, err := pool.Exec(ctx, `WITH u AS (UPDATE grantretry_hosts SET opened_at = now(), probe_until = now() - interval '1ms'
-		WHERE host = $1 RETURNING host) SELECT pg_notify($2, 'open ' || host) FROM u`, coordKey, Channel); err != nil {
-		t.Fatal(err)
+	tag, err := pool.Exec(ctx, `WITH u AS (UPDATE grantretry_hosts SET opened_at = now(), probe_until = now() - interval '1ms'
+		WHERE host = $1 RETURNING host) SELECT pg_notify($2, 'open ' || host) FROM u`, coordKey, Channel)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("opening the host's row: %v, %d rows", err, tag.RowsAffected())
 	}
 	for _, p := range append(others, doomed) {
 		waitFor(t, "the fleet's breaker open", func() bool { return p.state() == grantretry.FleetOpen })
