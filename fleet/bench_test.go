@@ -20,8 +20,8 @@ import (
 // BenchmarkTrailDispositionCommit16 measures what a disposition costs the
 // caller with the fleet's trail: 16 writers (16 processes' Trails, each
 // with a pool of its own, as processes have) each write an attempt and a
-// disposition record and Sync, concurrently; the Sync's latency is what
-// RoundTrip waits. It reports p50 and p99 in µs. Each Trail has committed
+// disposition record and Sync, concurrently; the time of the two Writes
+// and the Sync is what RoundTrip waits for its trail. It reports p50 and p99 in µs. Each Trail has committed
 // its opening record before the timing starts, as a process does before
 // its first call. The pacings (see pacings) differ in when the writers'
 // commits meet: "poisson-5ms" is issue 13's target, 16 independent
