@@ -280,13 +280,22 @@ func TestCoordinatorFollowsTheTransportsPolicy(t *testing.T) {
 	var failures int
 	var lease time.Duration
 	var tokens, maxTokens float64
-	if err := pool.QueryRow(context.Background(), `SELECT failures, probe_until - opened_at, tokens, max_tokens
-		FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures, &lease, &tokens, &maxTokens); err != nil {
-		t.Fatal(err)
+	read := func() {
+		if err := pool.QueryRow(context.Background(), `SELECT failures, probe_until - opened_at, tokens, max_tokens
+			FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&failures, &lease, &tokens, &maxTokens); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A report cut at 5 ms on a loaded machine lets one more call out
 	// before the process hears the breaker open: it is counted too. Each
-	// call withdraws twice (its attempt and its one retry).
+	// call withdraws twice (its attempt and its one retry). A cut report
+	// runs on and lands within reportLimit: read again until the
+	// withdrawals of every counted call are there, or that has passed.
+	for deadline := time.Now().Add(2 * reportLimit); ; time.Sleep(10 * time.Millisecond) {
+		if read(); tokens <= 40-2*float64(failures)+2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if failures < 2 || lease != 1500*time.Millisecond || maxTokens != 40 ||
 		tokens < 40-2*float64(failures)-0.1 || tokens > 40-2*float64(failures)+2 {
 		t.Fatalf("row: %d failures, lease %v, %v of %v tokens; want 2 or more, 1.5s, 40-2*failures of 40",
@@ -376,7 +385,10 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 	t.Cleanup(co.Close)
 	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 3, Probe: time.Second, MaxTokens: 8, TokenRatio: 1, Refill: time.Hour})
 	ctx := context.Background()
-	prepared := func() bool {
+	// idle reports, when it could take both connections (the Coordinator's
+	// warm takes idle ones for a moment every tick), their backends' pids
+	// and whether both have the failure path's statements prepared.
+	idle := func() (pids [2]uint32, warm, both bool) {
 		conns := pool.AcquireAllIdle(ctx)
 		defer func() {
 			for _, c := range conns {
@@ -384,18 +396,21 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 			}
 		}()
 		if len(conns) < 2 {
-			return false
+			return pids, false, false
 		}
-		for _, c := range conns {
+		warm = true
+		for i, c := range conns {
+			pids[i] = c.Conn().PgConn().PID()
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`,
 				warmSQL).Scan(&n); err != nil || n != len(warmSQL) {
-				return false
+				warm = false
 			}
 		}
-		return true
+		return pids, warm, true
 	}
-	waitFor(t, "both connections warm", prepared)
+	var before [2]uint32
+	waitFor(t, "both connections warm", func() bool { var warm bool; before, warm, _ = idle(); return warm })
 	for i := 1; i <= 3; i++ {
 		retry, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true, Retryable: true})
 		if err != nil {
@@ -416,7 +431,10 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 	if failures != 3 || tokens < 5 || tokens > 5.01 {
 		t.Fatalf("row: %d failures, %v tokens; want 3 and 5", failures, tokens)
 	}
-	if !prepared() {
-		t.Fatal("the reports left a connection without the prepared statements")
+	var after [2]uint32
+	var warm, both bool
+	waitFor(t, "both connections idle", func() bool { after, warm, both = idle(); return both })
+	if !warm || (after != before && after != [2]uint32{before[1], before[0]}) {
+		t.Fatalf("the reports left a connection without the prepared statements (backends %v before, %v after, both prepared: %v)", before, after, warm)
 	}
 }
