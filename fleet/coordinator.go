@@ -320,7 +320,7 @@ const failedSQL = `
 				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
 				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
 				tokens = CASE WHEN $5 = 0 THEN h.tokens WHEN h.max_tokens = 0 THEN GREATEST($5 - 1, 0)
-					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8) - 1, 0) END
+					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8 + $8::float8) - 1, 0) END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
 		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
 
@@ -331,7 +331,8 @@ const failedSQL = `
 // prepared (see warm), pgx uses the prepared statement instead, whatever
 // the mode: no parse and no plan from scratch. $2 is the threshold, 0 for
 // a host without a breaker (never opens); $5 the bucket's size, 0 for a
-// host without a throttle (no withdrawal). A row such a report creates
+// host without a throttle (no withdrawal); $8 the tokens of the successes
+// deposited with the withdrawal. A row such a report creates
 // has max_tokens 0: no bucket yet, and the first withdrawal finds it
 // full. The casts fix the parameters' types where the server would infer
 // them from the first use (int4 for $5 - 1, which refuses a bucket of 2.5
@@ -346,10 +347,21 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	if !f.Retryable || maxTokens <= 0 || refill <= 0 {
 		maxTokens, refill = 0, 1
 	}
+	// A withdrawal first deposits the successes counted since the last
+	// deposit, as a single process's throttle has them at once: the
+	// answer whether to retry sees the bucket they refilled.
+	var n int64
+	if maxTokens > 0 {
+		n = h.successes.Swap(0)
+	}
 	var open, retry bool
 	err := h.c.pool.QueryRow(ctx, failedSQL,
-		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill).Scan(&open, &retry, new(bool))
+		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill,
+		float64(n)*p.TokenRatio).Scan(&open, &retry, new(bool))
 	if err != nil {
+		if n > 0 && !errors.Is(err, context.Canceled) {
+			h.successes.Add(n) // for the next deposit, as deposit does
+		}
 		return false, err
 	}
 	h.set(open)
@@ -635,13 +647,25 @@ func (c *Coordinator) deposit(ctx context.Context) {
 			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.pool.Exec(dctx, `WITH u AS (UPDATE grantretry_hosts
-			SET tokens = LEAST(max_tokens, tokens + $2 * $3), failures = 0 WHERE host = $1 RETURNING 1)
-			SELECT FROM u, `+asyncCommit,
-			h.key, n, h.policy.Load().TokenRatio)
+		_, err := c.pool.Exec(dctx, depositSQL,
+			h.key, float64(n)*h.policy.Load().TokenRatio, time.Unix(0, h.lastOK.Load()))
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {
 			h.successes.Add(n)
 		}
 	}
 }
+
+// depositSQL adds $2 tokens to the host's bucket, and ends its run of
+// failures if this process saw a success ($3) after the fleet's last
+// failure: the successes of the last second are often older than the
+// failures already counted, and must not break a newer run (an outage's
+// first failures would be forgotten whenever a deposit landed among
+// them). The parameters are typed: the server cannot infer them from
+// the expression, and refused the untyped statement ("operator is not
+// unique: unknown * unknown") on every deposit until 2026-11-30.
+const depositSQL = `WITH u AS (UPDATE grantretry_hosts
+			SET tokens = LEAST(max_tokens, tokens + $2::float8),
+				failures = CASE WHEN $3::timestamptz > failed_at THEN 0 ELSE failures END
+			WHERE host = $1 RETURNING 1)
+			SELECT FROM u, ` + asyncCommit

@@ -1,0 +1,120 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry"
+)
+
+// failuresOf reads the host's run of failures.
+func failuresOf(t *testing.T, co *Coordinator) int {
+	t.Helper()
+	var n int
+	if err := co.pool.QueryRow(context.Background(), `SELECT failures FROM grantretry_hosts WHERE host = $1`,
+		coordKey).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Successes are deposited about once a second, so a deposit often carries
+// successes older than the failures already counted: it must not break
+// the newer run of failures (an outage's first failures would otherwise
+// be forgotten whenever a process's deposit lands in them, and the
+// fleet's breaker would open later than its threshold says).
+func TestCoordinatorDepositOfOlderSuccessesKeepsANewerRunOfFailures(t *testing.T) {
+	pool := newPool(t)
+	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
+	t.Cleanup(co.Close)
+	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 5, Probe: time.Second})
+	ctx := context.Background()
+	h.Succeeded()
+	time.Sleep(10 * time.Millisecond) // the failures come after the success
+	for range 3 {
+		if _, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	co.deposit(ctx) // the success, older than the three failures
+	if n := failuresOf(t, co); n != 3 {
+		t.Fatalf("after a deposit of an older success: %d failures in the run, want 3", n)
+	}
+	for range 2 {
+		if _, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.State() != grantretry.FleetOpen {
+		t.Fatalf("after 5 failures with threshold 5: %v", h.State())
+	}
+	// A success newer than the run still breaks it when deposited.
+	h.Succeeded()
+	co.deposit(ctx)
+	if n := failuresOf(t, co); n != 0 {
+		t.Fatalf("after a deposit of a newer success: %d failures, want 0", n)
+	}
+}
+
+// A failure report that takes a token first deposits the successes this
+// process counted since its last deposit, as a single process's throttle
+// has them at once: the withdrawal, and the answer whether to retry, see
+// the bucket those successes refilled. They are not deposited again.
+func TestCoordinatorFailureReportDepositsPendingSuccessesFirst(t *testing.T) {
+	pool := newPool(t)
+	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
+	t.Cleanup(co.Close)
+	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
+		MaxTokens: 10, TokenRatio: 1, Refill: time.Hour})
+	ctx := context.Background()
+	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
+	for range 4 {
+		if _, err := h.Failed(ctx, retryable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tokens, _ := bucket(t, pool); tokens < 5.99 || tokens > 6.01 {
+		t.Fatalf("after 4 withdrawals: %v tokens, want 6", tokens)
+	}
+	for range 3 {
+		h.Succeeded()
+	}
+	retry, err := h.Failed(ctx, retryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens, _ := bucket(t, pool); tokens < 7.99 || tokens > 8.01 || !retry {
+		t.Fatalf("3 successes then a withdrawal from 6: %v tokens (retry %v), want 8 (true)", tokens, retry)
+	}
+	co.deposit(ctx)
+	if tokens, _ := bucket(t, pool); tokens < 7.99 || tokens > 8.01 {
+		t.Fatalf("the next deposit: %v tokens, want 8 still", tokens)
+	}
+}
+
+// The once-a-second deposit refills the bucket by the successes counted
+// since the last one, times the ratio.
+func TestCoordinatorDepositRefillsTheBucket(t *testing.T) {
+	pool := newPool(t)
+	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
+	t.Cleanup(co.Close)
+	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
+		MaxTokens: 10, TokenRatio: 0.5, Refill: time.Hour})
+	ctx := context.Background()
+	for range 4 {
+		if _, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true, Retryable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		h.Succeeded()
+	}
+	co.deposit(ctx)
+	if tokens, _ := bucket(t, pool); tokens < 7.49 || tokens > 7.51 {
+		t.Fatalf("6 tokens and 3 successes at 0.5: %v tokens, want 7.5", tokens)
+	}
+	if n := h.(*coordHost).successes.Load(); n != 0 {
+		t.Fatalf("%d successes still counted after the deposit, want 0", n)
+	}
+}
