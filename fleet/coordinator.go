@@ -320,7 +320,8 @@ const failedSQL = `
 				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
 				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
 				tokens = CASE WHEN $5 = 0 THEN h.tokens WHEN h.max_tokens = 0 THEN GREATEST($5 - 1, 0)
-					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8 + $8::float8) - 1, 0) END
+					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8
+						+ CASE WHEN $6 > h.refilled THEN $8::float8 ELSE 0 END) - 1, 0) END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
 		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
 
@@ -349,7 +350,8 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	}
 	// A withdrawal first deposits the successes counted since the last
 	// deposit, as a single process's throttle has them at once: the
-	// answer whether to retry sees the bucket they refilled.
+	// answer whether to retry sees the bucket they refilled. Only if they
+	// are newer than the bucket's last withdrawal, as in depositSQL.
 	var n int64
 	if maxTokens > 0 {
 		n = h.successes.Swap(0)
@@ -656,16 +658,28 @@ func (c *Coordinator) deposit(ctx context.Context) {
 	}
 }
 
-// depositSQL adds $2 tokens to the host's bucket, and ends its run of
-// failures if this process saw a success ($3) after the fleet's last
-// failure: the successes of the last second are often older than the
-// failures already counted, and must not break a newer run (an outage's
-// first failures would be forgotten whenever a deposit landed among
-// them). The parameters are typed: the server cannot infer them from
-// the expression, and refused the untyped statement ("operator is not
+// depositSQL adds $2 tokens to the host's bucket and ends its run of
+// failures, each only if this process's last success ($3) is newer than
+// what it would undo. The successes of the last second are often older
+// than what other processes did meanwhile; applied late, they would
+// reorder history:
+//   - A run of failures newer than the success (failed_at) stays. Breaking
+//     it would make an outage's breaker open late whenever a deposit landed
+//     among its first failures.
+//   - Tokens are added only if no withdrawal came after the success
+//     (refilled, which every withdrawal sets). At an outage's start every
+//     process still holds the successes of its last second. Added after the
+//     first withdrawals, they refilled the bucket once per process: 7-15
+//     retries in the outage where a single process, whose throttle has its
+//     successes at once, makes 4. A process whose successes are stale drops
+//     them. In a funder failing some calls, this makes the shared bucket
+//     stricter than a single process's, never looser.
+//
+// The parameters are typed: the server cannot infer them from the
+// expression, and it refused the untyped statement ("operator is not
 // unique: unknown * unknown") on every deposit until 2026-11-30.
 const depositSQL = `WITH u AS (UPDATE grantretry_hosts
-			SET tokens = LEAST(max_tokens, tokens + $2::float8),
-				failures = CASE WHEN $3::timestamptz > failed_at THEN 0 ELSE failures END
+			SET tokens = CASE WHEN $3::timestamptz > refilled THEN LEAST(max_tokens, tokens + $2::float8) ELSE tokens END,
+				failures = CASE WHEN $3 > failed_at THEN 0 ELSE failures END
 			WHERE host = $1 RETURNING 1)
 			SELECT FROM u, ` + asyncCommit

@@ -118,3 +118,39 @@ func TestCoordinatorDepositRefillsTheBucket(t *testing.T) {
 		t.Fatalf("%d successes still counted after the deposit, want 0", n)
 	}
 }
+
+// Successes older than another process's withdrawals are dropped, whether
+// deposited on the tick or with the process's own first failure: applied
+// late, each process's last second of successes refilled the bucket the
+// outage's first failures had drained, once per process.
+func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
+	pool := newPool(t)
+	policy := grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour}
+	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
+	ctx := context.Background()
+	var hs [3]grantretry.FleetHost
+	var cos [3]*Coordinator
+	for i := range hs {
+		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour))
+		t.Cleanup(cos[i].Close)
+		hs[i] = cos[i].Host(coordKey, policy)
+	}
+	if _, err := hs[0].Failed(ctx, retryable); err != nil { // the row, 9 tokens
+		t.Fatal(err)
+	}
+	hs[1].Succeeded()
+	hs[2].Succeeded()
+	time.Sleep(10 * time.Millisecond)
+	for range 4 { // the outage: 5 tokens left
+		if _, err := hs[0].Failed(ctx, retryable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cos[1].deposit(ctx)
+	if retry, err := hs[2].Failed(ctx, retryable); err != nil || retry {
+		t.Fatalf("a withdrawal carrying stale successes: retry %v, %v; want false", retry, err)
+	}
+	if tokens, _ := bucket(t, pool); tokens < 3.99 || tokens > 4.01 {
+		t.Fatalf("%v tokens, want 4: stale successes refilled the bucket", tokens)
+	}
+}
