@@ -373,14 +373,7 @@ func TestCoordinatorProbeHolderKilledFreesTheProbeAfterTheLease(t *testing.T) {
 // idle connections, and a report on such a connection runs the prepared
 // statement with the same results: counted, withdrawn, opened.
 func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
-	base := newPool(t)
-	cfg := base.Config().Copy()
-	cfg.MinConns, cfg.MaxConns = 2, 2
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := newPoolOfTwo(t)
 	co := NewCoordinator(pool, WithReread(20*time.Millisecond))
 	t.Cleanup(co.Close)
 	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 3, Probe: time.Second, MaxTokens: 8, TokenRatio: 1, Refill: time.Hour})

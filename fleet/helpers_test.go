@@ -101,6 +101,20 @@ func (r recorder) result(req *http.Request) *http.Response {
 // poolFor, when set, gives newPoolFor a pool shared by a test's processes.
 var poolFor func(*testing.T) any
 
+// newPoolOfTwo returns a pool of exactly two connections on a test
+// database of its own, and its config.
+func newPoolOfTwo(t *testing.T) (*pgxpool.Pool, *pgxpool.Config) {
+	t.Helper()
+	cfg := newPool(t).Config().Copy()
+	cfg.MinConns, cfg.MaxConns = 2, 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, cfg
+}
+
 func newPoolFor(t *testing.T) *pgxpool.Pool {
 	if poolFor != nil {
 		return poolFor(t).(*pgxpool.Pool)

@@ -116,14 +116,7 @@ func TestCoordinatorBucketNotEmptiedByAReportWithoutThrottle(t *testing.T) {
 // pool's other users (the trail, the letters, the re-read) find no
 // connection meanwhile.
 func TestCoordinatorWarmDoesNotHoldThePoolWhilePrepareWaits(t *testing.T) {
-	base := newPool(t)
-	cfg := base.Config().Copy()
-	cfg.MinConns, cfg.MaxConns = 2, 2
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, cfg := newPoolOfTwo(t)
 	ctx := context.Background()
 	waitFor(t, "two idle connections", func() bool { return pool.Stat().IdleConns() == 2 })
 	locker, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())

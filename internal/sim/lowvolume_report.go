@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/grantretry/grantretry/internal/svgtext"
 )
 
 // LowVolumeReport is one low-volume run of several policies, ready to be
@@ -261,12 +263,12 @@ func (rep LowVolumeReport) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n",
 		svgWidth, svgHeight, svgWidth, svgHeight)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
-	text(&b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, "Retries back after a blip: calls failing d after it that got their retry")
-	text(&b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
+	svgtext.Text(&b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, "Retries back after a blip: calls failing d after it that got their retry")
+	svgtext.Text(&b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
 		"a call every %v on average; blip of %d failures, then %.0f%% at random; throttle %s; %d seeds",
 		(s.Think()+s.Latency).Round(time.Second), s.BlipFailures, 100*s.FailShare, s.throttleText(), s.Seeds))
 	if len(s.Probes) == 0 {
-		text(&b, plotLeft, plotTop+20, "start", "", "no probes were run")
+		svgtext.Text(&b, plotLeft, plotTop+20, "start", "", "no probes were run")
 		b.WriteString("</svg>\n")
 		_, err := w.Write(b.Bytes())
 		return err
@@ -281,22 +283,22 @@ func (rep LowVolumeReport) WriteSVG(w io.Writer) error {
 	y := func(share float64) float64 { return plotBottom - (plotBottom-plotTop)*share }
 	for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e6e6e6"/>`+"\n", plotLeft, y(v), plotRight, y(v))
-		text(&b, plotLeft-8, y(v)+4, "end", "", fmt.Sprintf("%.0f%%", 100*v))
+		svgtext.Text(&b, plotLeft-8, y(v)+4, "end", "", fmt.Sprintf("%.0f%%", 100*v))
 	}
 	for _, d := range s.Probes {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/>`+"\n", x(d), plotBottom, x(d), plotBottom+5)
-		text(&b, x(d), plotBottom+19, "middle", "", fmtDur(d))
+		svgtext.Text(&b, x(d), plotBottom+19, "middle", "", fmtDur(d))
 	}
 	if MaxRetriesOff >= s.Probes[0] && MaxRetriesOff <= s.Probes[len(s.Probes)-1] {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" %s/>`+"\n", x(MaxRetriesOff), plotTop, x(MaxRetriesOff), plotBottom, capacityStroke)
-		text(&b, x(MaxRetriesOff)+4, plotTop+12, "start", `fill="#555555"`, "target: back by "+fmtDur(MaxRetriesOff))
+		svgtext.Text(&b, x(MaxRetriesOff)+4, plotTop+12, "start", `fill="#555555"`, "target: back by "+fmtDur(MaxRetriesOff))
 	}
 	fmt.Fprintf(&b, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotBottom, plotRight)
-	text(&b, (plotLeft+plotRight)/2, plotBottom+42, "middle", "", "probe: how long after the blip's last failure the call failed (log scale)")
+	svgtext.Text(&b, (plotLeft+plotRight)/2, plotBottom+42, "middle", "", "probe: how long after the blip's last failure the call failed (log scale)")
 	fmt.Fprintf(&b, `<text x="20" y="%d" text-anchor="middle" transform="rotate(-90 20 %d)">seeds whose probed call got its retry</text>`+"\n",
 		(plotTop+plotBottom)/2, (plotTop+plotBottom)/2)
 	ly := float64(plotTop + 8)
-	text(&b, legendX, ly, "start", `font-weight="bold"`, "policy")
+	svgtext.Text(&b, legendX, ly, "start", `font-weight="bold"`, "policy")
 	for _, r := range rep.Results {
 		pts := make([]string, len(s.Probes))
 		for i, d := range s.Probes {
@@ -310,9 +312,9 @@ func (rep LowVolumeReport) WriteSVG(w io.Writer) error {
 		ly += 22
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="%s"/>`+"\n",
 			legendX, ly-4, legendX+24, ly-4, colorOf(r.Policy), strokeOf(r.Policy))
-		text(&b, legendX+32, ly, "start", "", r.Policy.Name)
+		svgtext.Text(&b, legendX+32, ly, "start", "", r.Policy.Name)
 		ly += 14
-		text(&b, legendX+32, ly, "start", `font-size="10" fill="#555555"`, "refused: "+fmtShare(r.RefusedShare())+" of calls that failed")
+		svgtext.Text(&b, legendX+32, ly, "start", `font-size="10" fill="#555555"`, "refused: "+fmtShare(r.RefusedShare())+" of calls that failed")
 	}
 	b.WriteString("</svg>\n")
 	_, err := w.Write(b.Bytes())

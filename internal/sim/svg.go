@@ -2,11 +2,12 @@ package sim
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
 	"strings"
+
+	"github.com/grantretry/grantretry/internal/svgtext"
 )
 
 // Chart geometry, in SVG user units.
@@ -64,8 +65,8 @@ func (c chart) y(v float64) float64   { return plotBottom - (plotBottom-plotTop)
 
 func (c chart) title(b *bytes.Buffer) {
 	s := c.rep.Scenario
-	text(b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, "Requests per second at the funder, by retry policy")
-	text(b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
+	svgtext.Text(b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, "Requests per second at the funder, by retry policy")
+	svgtext.Text(b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
 		"%d workers at %.0f%% of a %d req/s capacity; full outage %v to %v; time scale %v; seed %d",
 		s.Workers, 100*s.Load, s.Capacity, s.OutageStart, s.OutageEnd(), s.Scale, s.Seed))
 }
@@ -75,24 +76,24 @@ func (c chart) outage(b *bytes.Buffer) {
 	x0, x1 := c.x(s.OutageStart.Seconds()), c.x(math.Min(s.OutageEnd().Seconds(), c.runSec))
 	fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#d9d9d9" fill-opacity="0.6"/>`+"\n",
 		x0, plotTop, x1-x0, plotBottom-plotTop)
-	text(b, (x0+x1)/2, plotTop+16, "middle", `fill="#555555"`, "outage: every request answered 503")
+	svgtext.Text(b, (x0+x1)/2, plotTop+16, "middle", `fill="#555555"`, "outage: every request answered 503")
 }
 
 // axes draws the grid, the ticks, the axes and their labels, and the
 // capacity line.
 func (c chart) axes(b *bytes.Buffer) {
-	yStep := niceStep(c.yMax, 6)
+	yStep := svgtext.NiceStep(c.yMax, 6)
 	for v := 0.0; v <= c.yMax+yStep/1e6; v += yStep {
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e6e6e6"/>`+"\n", plotLeft, c.y(v), plotRight, c.y(v))
-		text(b, plotLeft-8, c.y(v)+4, "end", "", trimFloat(v))
+		svgtext.Text(b, plotLeft-8, c.y(v)+4, "end", "", trimFloat(v))
 	}
-	xStep := niceStep(c.runSec, 8)
+	xStep := svgtext.NiceStep(c.runSec, 8)
 	for v := 0.0; v <= c.runSec+xStep/1e6; v += xStep {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/>`+"\n", c.x(v), plotBottom, c.x(v), plotBottom+5)
-		text(b, c.x(v), plotBottom+19, "middle", "", trimFloat(v))
+		svgtext.Text(b, c.x(v), plotBottom+19, "middle", "", trimFloat(v))
 	}
 	fmt.Fprintf(b, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotBottom, plotRight)
-	text(b, (plotLeft+plotRight)/2, plotBottom+42, "middle", "", "simulated time (s)")
+	svgtext.Text(b, (plotLeft+plotRight)/2, plotBottom+42, "middle", "", "simulated time (s)")
 	fmt.Fprintf(b, `<text x="20" y="%d" text-anchor="middle" transform="rotate(-90 20 %d)">requests received per simulated second</text>`+"\n",
 		(plotTop+plotBottom)/2, (plotTop+plotBottom)/2)
 	capY := c.y(float64(c.rep.Scenario.Capacity))
@@ -135,31 +136,31 @@ func (c chart) recoveries(b *bytes.Buffer) {
 func (c chart) legend(b *bytes.Buffer) {
 	s := c.rep.Scenario
 	y := float64(plotTop + 8)
-	text(b, legendX, y, "start", `font-weight="bold"`, "policy")
+	svgtext.Text(b, legendX, y, "start", `font-weight="bold"`, "policy")
 	for _, r := range c.rep.Results {
 		y += 22
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="%s"/>`+"\n",
 			legendX, y-4, legendX+24, y-4, colorOf(r.Policy), strokeOf(r.Policy))
-		text(b, legendX+32, y, "start", "", r.Policy.Name)
+		svgtext.Text(b, legendX+32, y, "start", "", r.Policy.Name)
 		y += 14
-		text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, fmt.Sprintf(
+		svgtext.Text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, fmt.Sprintf(
 			"lag %s · %s/min · 1st min %s", fmtLag(r), fmtPerMinute(r.Goodput), fmtPerMinute(r.GoodputAfterRecovery)))
 	}
 	y += 30
 	fmt.Fprintf(b, `<circle cx="%d" cy="%.1f" r="4" fill="#777777"/>`+"\n", legendX+12, y-4)
-	text(b, legendX+32, y, "start", "", "recovered: 90% of offered")
+	svgtext.Text(b, legendX+32, y, "start", "", "recovered: 90% of offered")
 	y += 14
-	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "load succeeds in one second")
+	svgtext.Text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "load succeeds in one second")
 	y += 16
-	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "lag: recovery lag; /min: goodput")
+	svgtext.Text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "lag: recovery lag; /min: goodput")
 	y += 14
-	text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "over the run, then 1st min after")
+	svgtext.Text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "over the run, then 1st min after")
 	y += 22
 	fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" %s/>`+"\n", legendX, y-4, legendX+24, y-4, capacityStroke)
-	text(b, legendX+32, y, "start", "", fmt.Sprintf("capacity, %d req/s", s.Capacity))
+	svgtext.Text(b, legendX+32, y, "start", "", fmt.Sprintf("capacity, %d req/s", s.Capacity))
 	y += 22
 	fmt.Fprintf(b, `<rect x="%d" y="%.1f" width="24" height="12" fill="#d9d9d9" fill-opacity="0.6"/>`+"\n", legendX, y-10)
-	text(b, legendX+32, y, "start", "", fmt.Sprintf("outage, %v", s.Outage))
+	svgtext.Text(b, legendX+32, y, "start", "", fmt.Sprintf("outage, %v", s.Outage))
 }
 
 // colorOf gives each policy a fixed colour from the Okabe-Ito palette,
@@ -188,42 +189,12 @@ func strokeOf(p Policy) string {
 	return "1.6"
 }
 
-// text writes one escaped <text> element; attrs are extra attributes.
-func text(b *bytes.Buffer, x, y float64, anchor, attrs, s string) {
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s"`, x, y, anchor)
-	if attrs != "" {
-		b.WriteString(" " + attrs)
-	}
-	b.WriteString(">")
-	xml.EscapeText(b, []byte(s))
-	b.WriteString("</text>\n")
-}
-
-// niceStep returns a step of 1, 2 or 5 times a power of ten that cuts span
-// into about n parts.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	switch norm := raw / mag; {
-	case norm <= 1:
-		return mag
-	case norm <= 2:
-		return 2 * mag
-	case norm <= 5:
-		return 5 * mag
-	}
-	return 10 * mag
-}
-
 // niceCeil rounds v up to a multiple of its nice step.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
-	step := niceStep(v, 6)
+	step := svgtext.NiceStep(v, 6)
 	return math.Ceil(v/step) * step
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/internal/svgtext"
 )
 
 // Chart geometry, in SVG user units. The look (fonts, greys, the shaded
@@ -165,21 +166,21 @@ func (w row) axisLabels(b *bytes.Buffer) {
 	fmt.Fprintf(b, `<text x="20" y="%.1f" text-anchor="middle" transform="rotate(-90 20 %.1f)">`, mid, mid)
 	xml.EscapeText(b, []byte(w.yLabel))
 	b.WriteString("</text>\n")
-	text(b, (plotLeft+plotRight)/2, w.bottom+40, "middle", "", w.xLabel)
+	svgtext.Text(b, (plotLeft+plotRight)/2, w.bottom+40, "middle", "", w.xLabel)
 	if w.caption != "" {
-		text(b, plotLeft, w.top-10, "start", `font-weight="bold"`, w.caption)
+		svgtext.Text(b, plotLeft, w.top-10, "start", `font-weight="bold"`, w.caption)
 	}
 }
 
 func title(b *bytes.Buffer, r Result) {
-	text(b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, fmt.Sprintf(
+	svgtext.Text(b, plotLeft, 24, "start", `font-size="16" font-weight="bold"`, fmt.Sprintf(
 		"Attempts at the funder: %d processes on local state, on fleet state, and 1 process",
 		r.Processes))
 	pace := fmt.Sprintf("every %v, in step", r.Pace)
 	if r.Seed != 0 && r.Pace > 0 {
 		pace = fmt.Sprintf("every %v-%v", r.Pace/2, r.Pace*3/2)
 	}
-	text(b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
+	svgtext.Text(b, plotLeft, 44, "start", `fill="#444444"`, fmt.Sprintf(
 		"%d workers in each run calling %s; funder up %v, down %v (503), up %v; breaker threshold 5, probe every %v; seed %d",
 		r.Processes*r.Workers, pace, r.Before, r.Outage, r.After, grantretry.DefaultBreakerProbe, r.Seed))
 }
@@ -195,13 +196,13 @@ func columnHead(b *bytes.Buffer, x float64, r Result) {
 	default:
 		who = fmt.Sprintf("%d process, %d workers", r.Processes, r.Processes*r.Workers)
 	}
-	text(b, x, 68, "start", `font-weight="bold"`, r.Name()+": "+who)
-	text(b, x, 83, "start", `font-size="10" fill="#555555"`, fmt.Sprintf("%d attempts in the outage", r.OutageAttempts))
+	svgtext.Text(b, x, 68, "start", `font-weight="bold"`, r.Name()+": "+who)
+	svgtext.Text(b, x, 83, "start", `font-size="10" fill="#555555"`, fmt.Sprintf("%d attempts in the outage", r.OutageAttempts))
 	stopped := fmt.Sprintf("%d before all stopped, %s in", r.StoppedAfter, dur(r.AllStopped))
 	if r.AllStopped < 0 {
 		stopped = fmt.Sprintf("%d, and some process never stopped", r.StoppedAfter)
 	}
-	text(b, x, 96, "start", `font-size="10" fill="#555555"`, stopped)
+	svgtext.Text(b, x, 96, "start", `font-size="10" fill="#555555"`, stopped)
 }
 
 // panel is one run's bars in one row.
@@ -237,23 +238,23 @@ func (p panel) shade(b *bytes.Buffer) {
 	}
 	x0, x1 := p.x(from), p.x(to)
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" %s/>`+"\n", x0, p.top, x1-x0, p.bottom-p.top, outageFill)
-	text(b, (x0+x1)/2, p.top+14, "middle", `fill="#555555"`, "outage")
+	svgtext.Text(b, (x0+x1)/2, p.top+14, "middle", `fill="#555555"`, "outage")
 }
 
 func (p panel) grid(b *bytes.Buffer, yTicks bool) {
-	yStep := max(niceStep(p.yMax, 5), 1) // counts
+	yStep := max(svgtext.NiceStep(p.yMax, 5), 1) // counts
 	for v := 0.0; v <= p.yMax+yStep/1e6; v += yStep {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e6e6e6"/>`+"\n", p.x0, p.y(v), p.x1, p.y(v))
 		if yTicks {
-			text(b, p.x0-8, p.y(v)+4, "end", "", trimFloat(v))
+			svgtext.Text(b, p.x0-8, p.y(v)+4, "end", "", trimFloat(v))
 		}
 	}
 	span := float64(p.to-p.from) / float64(p.unit)
-	step := niceStep(span, 8)
+	step := svgtext.NiceStep(span, 8)
 	for v := math.Ceil(float64(p.from)/float64(p.unit)/step) * step; v <= float64(p.to)/float64(p.unit)+step/1e6; v += step {
 		x := p.x(time.Duration(v * float64(p.unit)))
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333333"/>`+"\n", x, p.bottom, x, p.bottom+5)
-		text(b, x, p.bottom+19, "middle", "", trimFloat(v+0)) // +0: no "-0"
+		svgtext.Text(b, x, p.bottom+19, "middle", "", trimFloat(v+0)) // +0: no "-0"
 	}
 }
 
@@ -290,9 +291,9 @@ func (p panel) stopped(b *bytes.Buffer) {
 	at := p.r.AllStopped
 	switch {
 	case at < 0:
-		text(b, p.x1-4, p.top+30, "end", small, "some process never stopped")
+		svgtext.Text(b, p.x1-4, p.top+30, "end", small, "some process never stopped")
 	case at > p.to:
-		text(b, p.x1-4, p.top+30, "end", small, fmt.Sprintf("all stopped after %s, past this window", dur(at)))
+		svgtext.Text(b, p.x1-4, p.top+30, "end", small, fmt.Sprintf("all stopped after %s, past this window", dur(at)))
 	default:
 		x := p.x(at)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/>`+"\n", x, p.top+22, x, p.bottom, stopStroke)
@@ -300,7 +301,7 @@ func (p panel) stopped(b *bytes.Buffer) {
 		if x > (p.x0+p.x1)/2 {
 			anchor, dx = "end", -4
 		}
-		text(b, x+dx, p.top+30, anchor, small, "all stopped, "+dur(at))
+		svgtext.Text(b, x+dx, p.top+30, anchor, small, "all stopped, "+dur(at))
 	}
 }
 
@@ -308,7 +309,7 @@ func legend(b *bytes.Buffer) {
 	x := float64(plotLeft)
 	item := func(swatch, label string, width float64) {
 		b.WriteString(swatch)
-		text(b, x+32, legendY, "start", "", label)
+		svgtext.Text(b, x+32, legendY, "start", "", label)
 		x += width
 	}
 	item(fmt.Sprintf(`<rect x="%.1f" y="%d" width="24" height="12" fill="%s"/>`+"\n", x, legendY-10, okFill),
@@ -319,7 +320,7 @@ func legend(b *bytes.Buffer) {
 		"outage: every attempt 503", 215)
 	item(fmt.Sprintf(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" %s/>`+"\n", x, legendY-4, x+24, legendY-4, stopStroke),
 		"every process refusing calls", 0)
-	text(b, plotLeft, legendY+20, "start", `font-size="10" fill="#555555"`,
+	svgtext.Text(b, plotLeft, legendY+20, "start", `font-size="10" fill="#555555"`,
 		"Attempts are what the funder received, retries and probes included. A bucket with any attempt is drawn at least 1 unit tall, so a lone probe shows.")
 }
 
@@ -333,42 +334,12 @@ func comment(b *bytes.Buffer, s string) {
 	fmt.Fprintf(b, "<!-- %s -->\n", s)
 }
 
-// text writes one escaped <text> element; attrs are extra attributes.
-func text(b *bytes.Buffer, x, y float64, anchor, attrs, s string) {
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s"`, x, y, anchor)
-	if attrs != "" {
-		b.WriteString(" " + attrs)
-	}
-	b.WriteString(">")
-	xml.EscapeText(b, []byte(s))
-	b.WriteString("</text>\n")
-}
-
-// niceStep returns a step of 1, 2 or 5 times a power of ten that cuts span
-// into about n parts.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	switch norm := raw / mag; {
-	case norm <= 1:
-		return mag
-	case norm <= 2:
-		return 2 * mag
-	case norm <= 5:
-		return 5 * mag
-	}
-	return 10 * mag
-}
-
 // niceCeil rounds v up to a multiple of its nice step; at least 1.
 func niceCeil(v float64) float64 {
 	if v <= 1 {
 		return 1
 	}
-	step := max(niceStep(v, 5), 1)
+	step := max(svgtext.NiceStep(v, 5), 1)
 	return math.Ceil(v/step) * step
 }
 
