@@ -148,6 +148,10 @@ type coordHost struct {
 	// if none): the next call takes it.
 	asking atomic.Bool
 	leased atomic.Int64
+	// spentAt is when an answer to this process last allowed no retry,
+	// grantedAt when one last allowed a retry; on the Coordinator's
+	// monotonic clock, 0 for never.
+	spentAt, grantedAt atomic.Int64
 }
 
 // NewCoordinator starts the Coordinator of this process on pool's
@@ -299,7 +303,37 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 		retry.Store(r)
 		return err
 	})
+	if err != nil && f.Retryable && h.knownSpent() {
+		return false, nil
+	}
 	return retry.Load(), err
+}
+
+// knownSpent says the fleet's budget allowed no retry in its last answer
+// to this process, less than a deposit interval ago (deposits may have
+// refilled it since). A report cut at the limit, or failed, is then
+// answered no: without this, the Transport decided on its local
+// throttle, which at an outage's start has not yet seen enough failures
+// to refuse, and each report cut there was a retry the shared budget had
+// refused (in the sim without breakers, seeds 1-6: 5-8 retries against a
+// single process's 4, the runs over 5 exactly those with reports cut;
+// with this, 5 in each). Only ever no: a cut report whose budget was not
+// known spent is left to the local throttle, as before. (Announcing the
+// bucket's crossing to every process with NOTIFY did no better there,
+// and woke 16 listeners at an outage's start.)
+func (h *coordHost) knownSpent() bool {
+	s := h.spentAt.Load()
+	return s != 0 && s > h.grantedAt.Load() && time.Since(h.c.start)-time.Duration(s) < h.c.cfg.depositEvery
+}
+
+// learn notes an answer on the host's budget.
+func (h *coordHost) learn(retry bool) {
+	now := int64(time.Since(h.c.start))
+	if retry {
+		h.grantedAt.Store(now)
+	} else {
+		h.spentAt.Store(now)
+	}
 }
 
 // failedSQL is Failed's statement.
@@ -367,6 +401,9 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 		return false, err
 	}
 	h.set(open)
+	if maxTokens > 0 {
+		h.learn(retry)
+	}
 	return retry, nil
 }
 

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -153,4 +154,66 @@ func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
 	if tokens, _ := bucket(t, pool); tokens < 3.99 || tokens > 4.01 {
 		t.Fatalf("%v tokens, want 4: stale successes refilled the bucket", tokens)
 	}
+}
+
+// A report cut at the limit, after the fleet's budget answered this
+// process that it allows no retry, is answered no: the Transport would
+// otherwise decide on its local throttle, which at an outage's start has
+// not yet refused. Before any answer, or after one that allowed a retry,
+// it is left to the local throttle (the error).
+func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
+	pool := newPool(t)
+	policy := grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour}
+	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
+	cut, cancel := context.WithCancel(context.Background())
+	cancel() // the caller has stopped waiting before the statement ran
+	var cos [2]*Coordinator
+	var hs [2]grantretry.FleetHost
+	for i := range cos {
+		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour))
+		t.Cleanup(cos[i].Close)
+		hs[i] = cos[i].Host(coordKey, policy)
+	}
+	landed := func(below float64) func() bool {
+		return func() bool {
+			var tokens float64
+			err := pool.QueryRow(context.Background(), `SELECT tokens FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&tokens)
+			return err == nil && tokens < below
+		}
+	}
+	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cut report before any answer: %v, want context.Canceled", err)
+	}
+	waitFor(t, "the cut report to land", landed(9.5))
+	withdraw(t, hs[0], 5)      // 9 to 4
+	if withdraw(t, hs[1], 1) { // 3
+		t.Fatal("a withdrawal from 4 of 10: retry true")
+	}
+	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
+		t.Fatalf("a cut report of a spent budget: %v, %v; want false, nil", retry, err)
+	}
+	waitFor(t, "the cut report to land", landed(2.5))
+	for range 5 {
+		hs[1].Succeeded()
+	}
+	cos[1].deposit(context.Background()) // 2 + 5
+	if !withdraw(t, hs[1], 1) {          // 6: allowed
+		t.Fatal("a withdrawal from 7 of 10: retry false")
+	}
+	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cut report after an answer that allowed a retry: %v, want context.Canceled", err)
+	}
+}
+
+// withdraw reports n transient failures of h, each taking a token, and
+// returns the last answer.
+func withdraw(t *testing.T, h grantretry.FleetHost, n int) (retry bool) {
+	t.Helper()
+	for range n {
+		var err error
+		if retry, err = h.Failed(context.Background(), grantretry.FleetFailure{CallFailed: true, Retryable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return retry
 }

@@ -58,10 +58,16 @@ func (h *tracedHost) State() grantretry.FleetState {
 	return s
 }
 
+// do runs a fleet question and traces it. A question that took the
+// fleet's limit or more counts as cut (err) even without an error: a
+// Coordinator answers a cut report from what it knew when the budget was
+// known spent.
 func (h *tracedHost) do(kind string, f func() error) {
 	t0 := time.Now()
 	err := f()
-	h.tr.add(op{at: t0.Sub(h.tr.start), took: time.Since(t0), proc: h.proc, kind: kind, err: err != nil, state: h.FleetHost.State()})
+	took := time.Since(t0)
+	h.tr.add(op{at: t0.Sub(h.tr.start), took: took, proc: h.proc, kind: kind,
+		err: err != nil || took >= grantretry.DefaultFleetLimit, state: h.FleetHost.State()})
 }
 
 func (h *tracedHost) Failed(ctx context.Context, f grantretry.FleetFailure) (retry bool, err error) {
