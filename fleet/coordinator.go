@@ -291,6 +291,11 @@ func (h *coordHost) set(open bool) {
 // fleet's breaker between two deposits. (Comparing this process's clock
 // with the database's: skew between them shifts which failures count as
 // after a success.)
+//
+// A report that ctx cuts short, or that fails, still lands if it can (see
+// detach); it answers no retry, with no error, when the budget's last
+// answer to this process was no (see knownSpent), and otherwise returns
+// the error, leaving the retry to the Transport's local throttle.
 func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
 	var lastOK *time.Time
 	if ns := h.lastOK.Load(); ns != 0 {
