@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // failuresOf reads the host's run of failures.
@@ -27,9 +28,7 @@ func failuresOf(t *testing.T, co *Coordinator) int {
 // fleet's breaker would open later than its threshold says).
 func TestCoordinatorDepositOfOlderSuccessesKeepsANewerRunOfFailures(t *testing.T) {
 	pool := newPool(t)
-	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
-	t.Cleanup(co.Close)
-	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 5, Probe: time.Second})
+	co, h := oneHost(t, pool, grantretry.FleetPolicy{Threshold: 5, Probe: time.Second})
 	ctx := context.Background()
 	h.Succeeded()
 	time.Sleep(10 * time.Millisecond) // the failures come after the success
@@ -64,27 +63,17 @@ func TestCoordinatorDepositOfOlderSuccessesKeepsANewerRunOfFailures(t *testing.T
 // the bucket those successes refilled. They are not deposited again.
 func TestCoordinatorFailureReportDepositsPendingSuccessesFirst(t *testing.T) {
 	pool := newPool(t)
-	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
-	t.Cleanup(co.Close)
-	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
+	co, h := oneHost(t, pool, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
 		MaxTokens: 10, TokenRatio: 1, Refill: time.Hour})
 	ctx := context.Background()
-	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
-	for range 4 {
-		if _, err := h.Failed(ctx, retryable); err != nil {
-			t.Fatal(err)
-		}
-	}
+	withdraw(t, h, 4)
 	if tokens, _ := bucket(t, pool); tokens < 5.99 || tokens > 6.01 {
 		t.Fatalf("after 4 withdrawals: %v tokens, want 6", tokens)
 	}
 	for range 3 {
 		h.Succeeded()
 	}
-	retry, err := h.Failed(ctx, retryable)
-	if err != nil {
-		t.Fatal(err)
-	}
+	retry := withdraw(t, h, 1)
 	if tokens, _ := bucket(t, pool); tokens < 7.99 || tokens > 8.01 || !retry {
 		t.Fatalf("3 successes then a withdrawal from 6: %v tokens (retry %v), want 8 (true)", tokens, retry)
 	}
@@ -98,20 +87,13 @@ func TestCoordinatorFailureReportDepositsPendingSuccessesFirst(t *testing.T) {
 // since the last one, times the ratio.
 func TestCoordinatorDepositRefillsTheBucket(t *testing.T) {
 	pool := newPool(t)
-	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
-	t.Cleanup(co.Close)
-	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
+	co, h := oneHost(t, pool, grantretry.FleetPolicy{Threshold: 100, Probe: time.Second,
 		MaxTokens: 10, TokenRatio: 0.5, Refill: time.Hour})
-	ctx := context.Background()
-	for range 4 {
-		if _, err := h.Failed(ctx, grantretry.FleetFailure{CallFailed: true, Retryable: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	withdraw(t, h, 4)
 	for range 3 {
 		h.Succeeded()
 	}
-	co.deposit(ctx)
+	co.deposit(context.Background())
 	if tokens, _ := bucket(t, pool); tokens < 7.49 || tokens > 7.51 {
 		t.Fatalf("6 tokens and 3 successes at 0.5: %v tokens, want 7.5", tokens)
 	}
@@ -203,6 +185,14 @@ func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cut report after an answer that allowed a retry: %v, want context.Canceled", err)
 	}
+}
+
+// oneHost is a Coordinator on pool that deposits only when the test
+// says, and its host under p.
+func oneHost(t *testing.T, pool *pgxpool.Pool, p grantretry.FleetPolicy) (*Coordinator, grantretry.FleetHost) {
+	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
+	t.Cleanup(co.Close)
+	return co, co.Host(coordKey, p)
 }
 
 // withdraw reports n transient failures of h, each taking a token, and

@@ -66,9 +66,7 @@ func TestFailedSQLPreparedKeepsAFractionalBucket(t *testing.T) {
 // including the first one after a success this process saw.
 func TestCoordinatorThresholdOneOpensAfterASuccess(t *testing.T) {
 	pool := newPool(t)
-	co := NewCoordinator(pool, WithDepositEvery(time.Hour))
-	t.Cleanup(co.Close)
-	h := co.Host(coordKey, grantretry.FleetPolicy{Threshold: 1, Probe: time.Second})
+	_, h := oneHost(t, pool, grantretry.FleetPolicy{Threshold: 1, Probe: time.Second})
 	ctx := context.Background()
 	f := grantretry.FleetFailure{CallFailed: true, Retryable: true}
 	if _, err := h.Failed(ctx, f); err != nil || h.State() != grantretry.FleetOpen {
