@@ -202,12 +202,27 @@ func TestCoordinatorGoesUnknownWhenTheDatabaseIsAwayAndRejoins(t *testing.T) {
 
 func TestCoordinatorASuccessBreaksTheRunOfFailures(t *testing.T) {
 	p := newProcess(t, WithDepositEvery(time.Hour)) // successes never reach the row
+	// A report cut at 5 ms on a loaded machine lands late, after the
+	// success that follows it, and is then rightly a failure after that
+	// success: each success waits for the report before it to land.
+	var landed time.Time
 	for i := range 20 {
 		if i%2 == 0 {
 			p.status.Store(503)
-		} else {
-			p.status.Store(200)
+			p.call(t)
+			waitFor(t, "the failure report to land", func() bool {
+				var at time.Time
+				err := p.co.pool.QueryRow(context.Background(), `SELECT failed_at FROM grantretry_hosts WHERE host = $1`,
+					coordKey).Scan(&at)
+				if err != nil || !at.After(landed) {
+					return false
+				}
+				landed = at
+				return true
+			})
+			continue
 		}
+		p.status.Store(200)
 		p.call(t)
 	}
 	var failures int
