@@ -2,10 +2,31 @@ package grantretry
 
 import (
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 )
+
+// stampedHeader is the header RoundTrip sends h's request with, built as
+// RoundTrip builds it (see stamped).
+func stampedHeader(h http.Header, corr, key string, buf []string) http.Header {
+	return stamped(requestWith(h), corr, key, buf)
+}
+
+func requestWith(h http.Header) *http.Request {
+	return &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "https", Host: "funder.example"}, Header: h}
+}
+
+// stamped copies req's header in validateRequest's pass over it (buf
+// backs the values when they fit) and stamps corr and key on the copy.
+func stamped(req *http.Request, corr, key string, buf []string) http.Header {
+	_, _, hc, err := validateRequest(req, "", false, buf)
+	if err != nil {
+		panic(err)
+	}
+	return hc.stamp(corr, key)
+}
 
 // TestStampedHeaderBuffer checks the stamped copy whether the values fit in
 // the call's buffer or not: the caller's values and the stamps are all
@@ -50,14 +71,14 @@ func TestStampedHeaderBuffer(t *testing.T) {
 // TestStampedHeaderBufferAllocs checks that values that fit take no
 // allocation of their own: the map's two, and one more only past the buffer.
 func TestStampedHeaderBufferAllocs(t *testing.T) {
-	fits := http.Header{"Accept": {"a"}, "X-Trace": {"t"}}
-	over := http.Header{"Accept": {"a", "b"}, "X-Trace": {"t"}}
+	fits := requestWith(http.Header{"Accept": {"a"}, "X-Trace": {"t"}})
+	over := requestWith(http.Header{"Accept": {"a", "b"}, "X-Trace": {"t"}})
 	var buf [4]string
 	var sink http.Header
-	if n := testing.AllocsPerRun(100, func() { sink = stampedHeader(fits, "corr", "key", buf[:]) }); n != 2 {
+	if n := testing.AllocsPerRun(100, func() { sink = stamped(fits, "corr", "key", buf[:]) }); n != 2 {
 		t.Errorf("values that fit: %v allocations, want 2", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { sink = stampedHeader(over, "corr", "key", buf[:]) }); n != 3 {
+	if n := testing.AllocsPerRun(100, func() { sink = stamped(over, "corr", "key", buf[:]) }); n != 3 {
 		t.Errorf("values past the buffer: %v allocations, want 3", n)
 	}
 	_ = sink

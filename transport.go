@@ -296,25 +296,6 @@ var (
 	canonIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
 )
 
-// stampedHeader copies h and sets the call's correlation id and key (if
-// any) on the copy (see headerCopy). The map takes two allocations (its
-// header and, at the first insertion, its group of slots); the values
-// none when they fit in buf, one otherwise. RoundTrip builds the same copy
-// in validateRequest's pass over the caller's header.
-func stampedHeader(h http.Header, corr, key string, buf []string) http.Header {
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	hc := newHeaderCopy(len(h), n, buf)
-	for k, vs := range h {
-		if !isStamped(k) { // replaced by stamp, in its canonical spelling only
-			hc.add(k, vs)
-		}
-	}
-	return hc.stamp(corr, key)
-}
-
 // headerCopy is the header every attempt is sent with, being built: the
 // map, and one slice that backs every value, the call's buffer when the
 // values fit in it.
