@@ -11,7 +11,7 @@ import (
 // queuedCall is a call with only what the deadline queue touches.
 func queuedCall() *call {
 	c := &call{}
-	c.callCtx, c.callCancel = context.WithCancelCause(context.Background())
+	c.octx.Context = context.Background()
 	return c
 }
 
@@ -21,11 +21,11 @@ func checkHeap(t *testing.T, d *deadlines) {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, c := range d.q {
-		if c.dlIdx != i {
-			t.Fatalf("q[%d].dlIdx = %d", i, c.dlIdx)
+	for i, e := range d.q {
+		if int(e.c.dlIdx) != i {
+			t.Fatalf("q[%d].dlIdx = %d", i, e.c.dlIdx)
 		}
-		if p := (i - 1) / 2; i > 0 && c.dlWhen.Before(d.q[p].dlWhen) {
+		if p := (i - 1) / 2; i > 0 && e.when.Before(d.q[p].when) {
 			t.Fatalf("q[%d] is due before its parent q[%d]", i, p)
 		}
 	}
@@ -64,7 +64,7 @@ func TestDeadlineQueueEndsOnlyDueCalls(t *testing.T) {
 		if c == nil {
 			continue
 		}
-		for context.Cause(c.callCtx) != errCallDeadline {
+		for context.Cause(c.callCtx()) != errCallDeadline {
 			if time.Now().After(limit) {
 				t.Fatal("a call past its deadline was not ended")
 			}
@@ -72,7 +72,7 @@ func TestDeadlineQueueEndsOnlyDueCalls(t *testing.T) {
 		}
 	}
 	for _, c := range append(removed, far...) {
-		if err := c.callCtx.Err(); err != nil {
+		if err := c.callCtx().Err(); err != nil {
 			t.Fatalf("a call removed or not due was ended: %v", err)
 		}
 	}
@@ -95,14 +95,14 @@ func TestDeadlineQueueRearmsForTheNextCall(t *testing.T) {
 	d.add(second, now.Add(20*time.Millisecond), now)
 	d.remove(first)
 	select {
-	case <-second.callCtx.Done():
+	case <-second.callCtx().Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the later call was not ended")
 	}
 	if late := time.Since(now.Add(20 * time.Millisecond)); late < 0 {
 		t.Fatalf("ended %v before its deadline", -late)
 	}
-	if first.callCtx.Err() != nil {
+	if first.callCtx().Err() != nil {
 		t.Fatal("the finished call was ended")
 	}
 }

@@ -214,7 +214,7 @@ func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
 // request must be sent again, or the cause of the call's end.
 func (c *call) settle() (*http.Response, error) {
 	for {
-		resp, told := c.reconcile(c.callCtx)
+		resp, told := c.reconcile(c.callCtx())
 		if resp != nil || told {
 			return resp, nil
 		}
@@ -223,7 +223,7 @@ func (c *call) settle() (*http.Response, error) {
 			return nil, cerr
 		}
 		wait := fullJitter(c.pol.rand, c.budget.spent, c.pol.base, c.pol.cap)
-		if ok, _ := c.budget.check(c.t.clock.Now(), wait, false); !ok || c.callCtx.Err() != nil {
+		if ok, _ := c.budget.check(c.t.clock.Now(), wait, false); !ok || c.callCtx().Err() != nil {
 			c.out.Disposition, c.out.StopReason = DeadLetter, StopUnreconciled
 			return nil, fmt.Errorf("grantretry: attempt %d may have been applied, and the funder was never asked successfully whether it was: ask it before sending again; the attempt ended with: %v",
 				c.out.Attempts, c.lastFailure())
@@ -263,10 +263,10 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 	// of its own, the call's as the Clock tells it, and lives as long as
 	// the call, since the reconciler's response may be read under it.
 	left := c.budget.deadline.Sub(c.t.clock.Now())
-	if left <= 0 || c.callCtx.Err() != nil {
+	if left <= 0 || c.callCtx().Err() != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeoutCause(c.callCtx, left, errCallDeadline)
+	ctx, cancel := context.WithTimeoutCause(c.callCtx(), left, errCallDeadline)
 	c.askCancel = cancel
 	resp, _ := c.reconcile(ctx)
 	if resp != nil {
@@ -283,7 +283,7 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 func (c *call) finishReconciled(resp *http.Response) (*http.Response, error) {
 	c.out.Disposition, c.out.StopReason = Succeeded, StopReconciled
 	c.out.Status = resp.StatusCode
-	c.hold(c.callCtx)
+	c.hold(c.callCtx())
 	return c.finishResp(sentAttempt{req: c.base, resp: resp, stop: func(bool) {}})
 }
 

@@ -128,14 +128,20 @@ type call struct {
 	budget callBudget
 	start  time.Time // on the Clock
 
-	callCtx    context.Context
-	callCancel context.CancelCauseFunc
-	// The call's place in one of t.dl's queues, which ends callCtx at the
-	// budget deadline: dl is the call's own (nil if ctx ends first);
-	// dlWhen and dlIdx are guarded by dl.mu.
-	dl     *deadlines
-	dlWhen time.Time
-	dlIdx  int
+	// The context every attempt runs under (see callContext): made by
+	// real, under ctxMu, only when something needs it. ctxMu guards the
+	// other fields until ctxState says made; after that they are read
+	// without it.
+	ctxMu     sync.Mutex
+	ctxReal   context.Context
+	ctxCancel context.CancelCauseFunc
+	ctxCause  error // why it ended, while ended and not made
+	// The call's place in one of t.dl's queues, which ends the call's
+	// context at the budget deadline: dl is the call's own (nil if ctx
+	// ends first); dlIdx is guarded by dl.mu.
+	dl       *deadlines
+	dlIdx    int32
+	ctxState atomic.Uint32
 
 	// The call's timers (its deadline, each attempt's timeout) cancel the
 	// contexts a response's body is read under. Once a response is held,
@@ -283,7 +289,7 @@ func (c *call) prepare() error {
 // resends only what it never wrote (or a request without a body, which
 // guardsResend watches), and the Transport's own loop decides the rest.
 func (c *call) buildBase(hc *headerCopy) {
-	c.base = c.req.WithContext(c.callCtx)
+	c.base = c.req.WithContext(c.callCtx())
 	c.base.Header = hc.stamp(c.out.CorrelationID, c.out.IdempotencyKey)
 	c.base.Body = nil
 	c.base.GetBody = nil
@@ -352,12 +358,18 @@ func foldEq(k, canon string) bool {
 	return len(k) == len(canon) && strings.EqualFold(k, canon)
 }
 
-// startContexts derives the context every attempt runs under: the caller's,
-// ended also at the budget deadline, and carrying the outcome that OutcomeOf
-// reads from the response.
+// callCtx is the context every attempt runs under: the caller's, ended also
+// at the budget deadline, and carrying the outcome that OutcomeOf reads from
+// the response (see callContext).
+func (c *call) callCtx() context.Context { return (*callContext)(c) }
+
+// callCtxEnd ends the call's context with cause, nil once the call is over.
+func (c *call) callCtxEnd(cause error) { (*callContext)(c).end(cause) }
+
+// startContexts starts the call's context, and queues the budget deadline
+// that ends it.
 func (c *call) startContexts() {
 	c.octx.Context = c.ctx
-	c.callCtx, c.callCancel = context.WithCancelCause(&c.octx)
 	limit := c.pol.deadline
 	// The queue runs on real time. With the system clock the budget's
 	// start is that reading already: one clock read where two were.
@@ -372,7 +384,7 @@ func (c *call) startContexts() {
 }
 
 // deadlineExpired is the deadline queue's callback.
-func (c *call) deadlineExpired() { c.expire(c.callCancel, errCallDeadline, nil) }
+func (c *call) deadlineExpired() { c.expire(c.callCtxEnd, errCallDeadline, nil) }
 
 // expire carries out a timer of the call: it cancels with cause, unless a
 // response is held, in which case the cancellation is left pending. An
@@ -418,7 +430,7 @@ func (c *call) unhold() {
 		c.pendingAttempt = nil
 	}
 	if c.pendingCall {
-		c.callCancel(errCallDeadline)
+		c.callCtxEnd(errCallDeadline)
 		c.pendingCall = false
 	}
 }
@@ -430,8 +442,8 @@ func (c *call) stopContexts(release bool) {
 		c.dl.remove(c)
 		c.dl = nil
 	}
-	if release && c.callCancel != nil {
-		c.callCancel(nil)
+	if release {
+		c.callCtxEnd(nil)
 	}
 	if release && c.askCancel != nil {
 		c.askCancel()
@@ -650,7 +662,7 @@ type sentAttempt struct {
 // leaves in a is held: no timer of the call cuts it until it is discarded
 // (unhold).
 func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
-	ctx := c.callCtx
+	ctx := c.callCtx()
 	a.stop = func(bool) {}
 	var cancel context.CancelCauseFunc
 	if d := c.pol.attemptTimeout; d > 0 {
@@ -673,7 +685,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		defer func() {
 			// The attempt's own error says "context canceled"; say why,
 			// so it is classified as the transient timeout it is.
-			if a.err != nil && c.callCtx.Err() == nil && context.Cause(actx) == errAttemptTimeout {
+			if a.err != nil && c.callCtx().Err() == nil && context.Cause(actx) == errAttemptTimeout {
 				a.err = &attemptTimeoutError{d: d, err: a.err}
 			}
 		}()
@@ -749,7 +761,7 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	if cerr := c.callerErr(); cerr != nil {
 		return classifyError(cerr), Canceled, StopCanceled
 	}
-	if errors.Is(context.Cause(c.callCtx), errCallDeadline) {
+	if errors.Is(context.Cause(c.callCtx()), errCallDeadline) {
 		return Classification{Retryable: true, Reason: "transport:timeout"}, DeadLetter, StopDeadline
 	}
 	v := classifyError(err)
@@ -835,7 +847,7 @@ func (c *call) interrupted(werr error) error {
 		return cerr
 	}
 	c.out.Disposition, c.out.StopReason = DeadLetter, StopDeadline
-	if cause := context.Cause(c.callCtx); cause != nil {
+	if cause := context.Cause(c.callCtx()); cause != nil {
 		return cause
 	}
 	return werr
@@ -872,9 +884,9 @@ func (c *call) callerErr() error {
 // channel takes a goroutine, which only requests that carry one pay for.
 func (c *call) wait(d time.Duration) error {
 	if c.reqCancel == nil {
-		return c.t.clock.Sleep(c.callCtx, d)
+		return c.t.clock.Sleep(c.callCtx(), d)
 	}
-	ctx, stop := context.WithCancel(c.callCtx)
+	ctx, stop := context.WithCancel(c.callCtx())
 	defer stop()
 	go func() {
 		select {
