@@ -287,3 +287,95 @@ func TestCallContextFirstEndStays(t *testing.T) {
 		}
 	}
 }
+
+// queuedCalls is how many calls tr's deadline queues hold.
+func queuedCalls(tr *Transport) int {
+	n := 0
+	for i := range tr.dl {
+		tr.dl[i].mu.Lock()
+		n += len(tr.dl[i].q)
+		tr.dl[i].mu.Unlock()
+	}
+	return n
+}
+
+// The budget deadline enters a queue only with a watched context, and a
+// context watched only through Err is still ended by it: an inner
+// transport that polls Err sees the call's deadline shortly after it
+// passes, and the queues are empty once the calls are over.
+func TestCallDeadlineReachesAnErrPoller(t *testing.T) {
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		limit := time.Now().Add(5 * time.Second)
+		for r.Context().Err() == nil {
+			if time.Now().After(limit) {
+				return nil, errors.New("the call's deadline never reached Err")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil, fmt.Errorf("inner: %w", context.Cause(r.Context()))
+	}), WithBudget(0, 30*time.Millisecond))
+	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
+	start := time.Now()
+	_, err := tr.RoundTrip(req)
+	if !errors.Is(err, errCallDeadline) {
+		t.Fatalf("err %v, want the call's deadline", err)
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Fatalf("ended after %v, before the 30 ms deadline", took)
+	}
+	if n := queuedCalls(tr); n != 0 {
+		t.Fatalf("%d calls left in the deadline queues", n)
+	}
+}
+
+// slowBody is a body whose reader first watches the request's context:
+// what net/http's body reader does, after the response is handed back.
+type slowBody struct {
+	r    *http.Request
+	wait time.Duration
+	done bool
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	select {
+	case <-b.r.Context().Done():
+		return 0, context.Cause(b.r.Context())
+	case <-time.After(b.wait):
+	}
+	b.done = true
+	return copy(p, "ok"), nil
+}
+
+func (b *slowBody) Close() error { return nil }
+
+// Once the response is handed back, the budget deadline no longer applies:
+// a body read that first watches the context after the call returned, and
+// lasts past the deadline, is not cut by it; a call whose context is made
+// while its attempt is in flight takes its deadline out of the queue when
+// it returns.
+func TestCallDeadlineOffOnceTheResponseIsHandedBack(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if watch {
+				_ = r.Context().Done()
+			}
+			return &http.Response{StatusCode: 200, Body: &slowBody{r: r, wait: 60 * time.Millisecond}, Request: r}, nil
+		}), WithBudget(0, 20*time.Millisecond))
+		req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := queuedCalls(tr); n != 0 {
+			t.Fatalf("watched %v: %d calls queued once the response was handed back", watch, n)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || string(b) != "ok" {
+			t.Fatalf("watched %v: body %q, %v: the deadline cut a response already handed back", watch, b, err)
+		}
+		resp.Body.Close()
+	}
+}

@@ -158,28 +158,49 @@ func (d *deadlines) down(i0 int) bool {
 	return i > i0
 }
 
+// deadlineEpoch is where deadlineClock counts from: a reading of the
+// monotonic clock, so that a call's deadline fits in an int64.
+var deadlineEpoch = time.Now()
+
+// deadlineClock is t on the deadlines' clock: nanoseconds since
+// deadlineEpoch, never 0 (a call's dlAt of 0 means none).
+func deadlineClock(t time.Time) int64 { return max(int64(t.Sub(deadlineEpoch)), 1) }
+
+// deadlineTime is the time of a reading of deadlineClock.
+func deadlineTime(at int64) time.Time { return deadlineEpoch.Add(time.Duration(at)) }
+
 // callContext is the context every attempt of a call runs under: the
 // caller's (through the call's outcome context), ended also at the call's
 // budget deadline and when the call is over. It behaves as
 // context.WithCancelCause over the outcome context, and makes that context
 // only when something needs it: the first Done, or any look at it once it
-// has ended. Until then it answers from the outcome context, as the
-// cancellable context would: nothing has cancelled it but its parent.
+// has ended or its deadline has passed. Until then it answers from the
+// outcome context, as the cancellable context would: nothing has cancelled
+// it but its parent.
+//
+// The budget deadline enters the Transport's queue when the context is
+// made, not before: until something watches the context there is nothing in
+// flight that ending it would cut. An Err or a Value past the deadline makes
+// it, and the queue then ends it at once, as a timer that fires late would.
 //
 // So an inner transport that answers without watching the context (a cache,
 // an in-memory fake, a proxy in the same process) costs the call no context
-// of its own: two allocations and a handful of atomic writes less.
-// net/http's Transport watches it, and gets the same context as before.
+// of its own and no place in a queue: two allocations, a heap insert and
+// removal under a lock, and a few atomic writes less. net/http's Transport
+// watches the context, and gets the same context and deadline as before.
 //
-// It is the call itself, seen as a context: its state is the call's ctx
-// fields, so that it costs no allocation of its own.
+// It is the call itself, seen as a context: its state is the call's ctx and
+// dl fields, so that it costs no allocation of its own.
 type callContext call
 
-// Its states (call.ctxState). Ended is final unless made; made is final.
+// Its states (call.ctxState). Fresh moves to ended without the lock (a
+// release, see end), and to making under it; making and ended move to made
+// under the lock; made is final.
 const (
-	ctxFresh uint32 = iota // nothing has looked at it, nor ended it
-	ctxEnded               // ended, with ctxCause, and not yet made
-	ctxMade                // ctxReal and ctxCancel are set, and say all
+	ctxFresh  uint32 = iota // nothing has looked at it, nor ended it
+	ctxMaking               // real is making it, and holds ctxMu
+	ctxEnded                // ended, with ctxCause, and not yet made
+	ctxMade                 // ctxReal and ctxCancel are set, and say all
 )
 
 func (x *callContext) Deadline() (time.Time, bool) { return x.octx.Deadline() }
@@ -187,53 +208,95 @@ func (x *callContext) Deadline() (time.Time, bool) { return x.octx.Deadline() }
 func (x *callContext) Done() <-chan struct{} { return x.real().Done() }
 
 func (x *callContext) Err() error {
-	if x.ctxState.Load() == ctxFresh {
+	if x.ctxState.Load() == ctxFresh && !x.due() {
 		return x.octx.Err()
 	}
 	return x.real().Err()
 }
 
 func (x *callContext) Value(key any) any {
-	if x.ctxState.Load() == ctxFresh {
+	if x.ctxState.Load() == ctxFresh && !x.due() {
 		return x.octx.Value(key)
 	}
 	return x.real().Value(key)
 }
 
+// due reports whether the budget deadline has passed.
+func (x *callContext) due() bool {
+	at := x.dlAt.Load()
+	return at != 0 && deadlineClock(time.Now()) >= at
+}
+
 // real makes the cancellable context, ended already if the call's context
-// has been, and returns it.
+// has been, queues the budget deadline if there is one still, and returns
+// the context.
 func (x *callContext) real() context.Context {
 	if x.ctxState.Load() == ctxMade {
 		return x.ctxReal
 	}
 	x.ctxMu.Lock()
 	defer x.ctxMu.Unlock()
-	switch x.ctxState.Load() {
-	case ctxMade:
+	if x.ctxState.CompareAndSwap(ctxFresh, ctxMaking) {
+		x.ctxReal, x.ctxCancel = context.WithCancelCause(&x.octx)
+		// Read after the move to making: a stopDeadline that found the
+		// context fresh has cleared dlAt by now.
+		if at := x.dlAt.Load(); at != 0 {
+			i := rand.Uint32N(uint32(len(x.t.dl)))
+			x.dlShard = uint8(i) + 1
+			x.t.dl[i].add((*call)(x), deadlineTime(at), time.Now())
+		}
+		x.ctxState.Store(ctxMade) // after the fields: a reader that sees it sees them
 		return x.ctxReal
-	case ctxEnded:
+	}
+	// Under the lock only a release moves the state, and only from fresh,
+	// which it no longer is: ended or made.
+	if x.ctxState.Load() == ctxEnded {
 		x.ctxReal, x.ctxCancel = context.WithCancelCause(&x.octx)
 		x.ctxCancel(x.ctxCause)
 		x.ctxCause = nil
-	default:
-		x.ctxReal, x.ctxCancel = context.WithCancelCause(&x.octx)
+		x.ctxState.Store(ctxMade)
 	}
-	x.ctxState.Store(ctxMade) // after the fields: a reader that sees it sees them
 	return x.ctxReal
 }
 
 // end ends the context with cause (nil: the call is over), as its
-// CancelCauseFunc would: the first end's cause is the one that stays.
+// CancelCauseFunc would: the first end's cause is the one that stays. A
+// release of a context nothing has made takes no lock.
 func (x *callContext) end(cause error) {
-	x.ctxMu.Lock()
-	switch x.ctxState.Load() {
-	case ctxMade:
-		x.ctxMu.Unlock()
-		x.ctxCancel(cause)
+	if cause == nil && x.ctxState.CompareAndSwap(ctxFresh, ctxEnded) {
 		return
-	case ctxFresh:
-		x.ctxCause = cause
-		x.ctxState.Store(ctxEnded)
 	}
+	x.ctxMu.Lock()
+	if cause != nil && x.ctxState.Load() == ctxFresh {
+		x.ctxCause = cause
+		if x.ctxState.CompareAndSwap(ctxFresh, ctxEnded) {
+			x.ctxMu.Unlock()
+			return
+		}
+		x.ctxCause = nil // a release came first
+	}
+	made := x.ctxState.Load() == ctxMade
 	x.ctxMu.Unlock()
+	if made {
+		x.ctxCancel(cause)
+	}
+}
+
+// stopDeadline takes the budget deadline off the call: its context is not
+// ended at the deadline from now on. It requires the call's goroutine.
+func (x *callContext) stopDeadline() {
+	if x.dlAt.Load() == 0 {
+		return
+	}
+	x.dlAt.Store(0)
+	if x.ctxState.Load() == ctxFresh {
+		return // a real that starts from now on finds no deadline to queue
+	}
+	x.ctxMu.Lock() // a real in progress has finished, and queued it or not
+	shard := x.dlShard
+	x.dlShard = 0
+	x.ctxMu.Unlock()
+	if shard != 0 {
+		x.t.dl[shard-1].remove((*call)(x))
+	}
 }

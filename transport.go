@@ -136,10 +136,12 @@ type call struct {
 	ctxReal   context.Context
 	ctxCancel context.CancelCauseFunc
 	ctxCause  error // why it ended, while ended and not made
-	// The call's place in one of t.dl's queues, which ends the call's
-	// context at the budget deadline: dl is the call's own (nil if ctx
-	// ends first); dlIdx is guarded by dl.mu.
-	dl       *deadlines
+	// The budget deadline that ends the call's context, on deadlineClock (0:
+	// none, the caller's ctx ends first, or the response is handed back),
+	// and the call's place in one of t.dl's queues, which it enters only
+	// once the context is made: dlShard (1 + the queue's index; 0: in
+	// none) is guarded by ctxMu, dlIdx by the queue's mu.
+	dlAt     atomic.Int64
 	dlIdx    int32
 	ctxState atomic.Uint32
 
@@ -184,6 +186,7 @@ type call struct {
 	// class, and one byte more the 896-byte class.
 	held        bool
 	pendingCall bool         // the call's deadline expired while held
+	dlShard     uint8        // see dlAt
 	span        trace.Span   // the call's, nil without a tracer
 	auditShared *auditShared // made at the call's first audit line
 }
@@ -366,20 +369,21 @@ func (c *call) callCtx() context.Context { return (*callContext)(c) }
 // callCtxEnd ends the call's context with cause, nil once the call is over.
 func (c *call) callCtxEnd(cause error) { (*callContext)(c).end(cause) }
 
-// startContexts starts the call's context, and queues the budget deadline
-// that ends it.
+// startContexts starts the call's context, and sets the budget deadline
+// that ends it, unless the caller's ends it first. The deadline enters a
+// queue only when the context is made (see callContext.real): a context
+// that nothing watches has nothing in flight to cut.
 func (c *call) startContexts() {
 	c.octx.Context = c.ctx
 	limit := c.pol.deadline
-	// The queue runs on real time. With the system clock the budget's
+	// The deadline is real time. With the system clock the budget's
 	// start is that reading already: one clock read where two were.
 	now := c.start
 	if !c.t.sysClock {
 		now = time.Now()
 	}
 	if d, ok := c.ctx.Deadline(); !ok || d.Sub(now) > limit {
-		c.dl = c.t.dl.pick()
-		c.dl.add(c, now.Add(limit), now)
+		c.dlAt.Store(deadlineClock(now.Add(limit)))
 	}
 }
 
@@ -411,8 +415,13 @@ func (c *call) expire(cancel context.CancelCauseFunc, cause error, stopped *bool
 func (c *call) hold(ctx context.Context) bool {
 	c.timerMu.Lock()
 	defer c.timerMu.Unlock()
-	if cause := context.Cause(ctx); cause == errAttemptTimeout || cause == errCallDeadline {
-		return false
+	// The call's own context, if nothing has made it, has no timer that
+	// could have cut it (see callContext).
+	own := ctx == c.callCtx() && c.ctxState.Load() == ctxFresh
+	if !own {
+		if cause := context.Cause(ctx); cause == errAttemptTimeout || cause == errCallDeadline {
+			return false
+		}
 	}
 	c.held = true
 	return true
@@ -438,10 +447,7 @@ func (c *call) unhold() {
 // stopContexts disarms the budget deadline; with release set it also cancels
 // the call's context.
 func (c *call) stopContexts(release bool) {
-	if c.dl != nil {
-		c.dl.remove(c)
-		c.dl = nil
-	}
+	(*callContext)(c).stopDeadline()
 	if release {
 		c.callCtxEnd(nil)
 	}
