@@ -379,3 +379,31 @@ func TestCallDeadlineOffOnceTheResponseIsHandedBack(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// Printed, the call's context and the contexts derived from it show no
+// part of the call: not the caller's headers (a secret among them).
+func TestCallContextPrintsNoHeaders(t *testing.T) {
+	const secret = "Bearer s3cr3t-t0ken"
+	var seen context.Context
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		seen = r.Context()
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	}))
+	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
+	req.Header.Set("Authorization", secret)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	child, cancel := context.WithCancel(seen)
+	defer cancel()
+	for _, s := range []string{
+		fmt.Sprint(seen), fmt.Sprintf("%+v", seen), fmt.Sprintf("%#v", seen), fmt.Sprint(child),
+		fmt.Sprint(context.WithValue(seen, ctxTestKey{}, 1)),
+	} {
+		if strings.Contains(s, "s3cr3t") {
+			t.Fatalf("a printed context shows the Authorization header: %s", s)
+		}
+	}
+}

@@ -205,6 +205,12 @@ const (
 
 func (x *callContext) Deadline() (time.Time, bool) { return x.octx.Deadline() }
 
+// String names the context as the standard library names its own, and
+// GoString likewise: printed as a struct, the call would show its
+// headers' values, an Authorization among them.
+func (x *callContext) String() string   { return "grantretry.callContext" }
+func (x *callContext) GoString() string { return x.String() }
+
 func (x *callContext) Done() <-chan struct{} { return x.real().Done() }
 
 func (x *callContext) Err() error {
