@@ -407,3 +407,25 @@ func TestCallContextPrintsNoHeaders(t *testing.T) {
 		}
 	}
 }
+
+// An inner transport that never watches the context and answers after the
+// call's deadline: nothing cut the attempt, so its answer is the call's
+// (dropping it would turn a submission the funder took into a dead letter).
+func TestLateAnswerOfAnUnwatchedAttemptIsKept(t *testing.T) {
+	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(60 * time.Millisecond)
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	}), WithBudget(0, 20*time.Millisecond))
+	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("err %v, want the late answer", err)
+	}
+	defer resp.Body.Close()
+	if o, _ := OutcomeOf(resp); o.Disposition != Succeeded {
+		t.Fatalf("disposition %s, want succeeded", o.Disposition)
+	}
+	if n := queuedCalls(tr); n != 0 {
+		t.Fatalf("%d calls queued", n)
+	}
+}

@@ -416,7 +416,8 @@ func (c *call) hold(ctx context.Context) bool {
 	c.timerMu.Lock()
 	defer c.timerMu.Unlock()
 	// The call's own context, if nothing has made it, has no timer that
-	// could have cut it (see callContext).
+	// could have cut it (see callContext): an answer that comes after the
+	// deadline from a transport that never watched it is still an answer.
 	own := ctx == c.callCtx() && c.ctxState.Load() == ctxFresh
 	if !own {
 		if cause := context.Cause(ctx); cause == errAttemptTimeout || cause == errCallDeadline {
