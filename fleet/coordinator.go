@@ -96,6 +96,12 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	start  time.Time // the base of coordHost.probeAfter's monotonic clock
+	// wallOffset is the wall clock's Unix ns less time.Since(start), read
+	// at New and at each deposit: wallNow is then a monotonic reading (36
+	// ns on the project's AMD VM) where time.Now takes 61, on every
+	// success's path. A step of the wall clock reaches it within a
+	// deposit interval.
+	wallOffset atomic.Int64
 
 	// slots bounds the statements run beyond their caller's limit (see
 	// detach). closing, under closeMu, refuses new ones once Close began,
@@ -164,6 +170,7 @@ func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
 		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached),
 		warmed: map[*pgx.Conn]bool{}}
+	c.rebaseWall()
 	c.wg.Add(2)
 	go c.listen(ctx)
 	go c.tick(ctx)
@@ -263,7 +270,18 @@ func (h *coordHost) State() grantretry.FleetState { return grantretry.FleetState
 // Succeeded counts a success for the deposit, and notes its time.
 func (h *coordHost) Succeeded() {
 	h.successes.Add(1)
-	h.lastOK.Store(time.Now().UnixNano())
+	h.lastOK.Store(h.c.wallNow())
+}
+
+// wallNow is the wall clock in Unix ns, from the monotonic clock (see
+// wallOffset).
+func (c *Coordinator) wallNow() int64 { return c.wallOffset.Load() + int64(time.Since(c.start)) }
+
+// rebaseWall re-reads the wall clock for wallNow, both clocks in one
+// reading.
+func (c *Coordinator) rebaseWall() {
+	now := time.Now()
+	c.wallOffset.Store(now.UnixNano() - int64(now.Sub(c.start)))
 }
 
 func (h *coordHost) set(open bool) {
@@ -288,15 +306,21 @@ func (h *coordHost) set(open bool) {
 // A success this process saw after the fleet's last failure restarts the
 // run at 1: successes reach the row only with the deposit, once a second,
 // and without this a funder failing one call in five would open the
-// fleet's breaker between two deposits. (Comparing this process's clock
-// with the database's: skew between them shifts which failures count as
-// after a success.)
+// fleet's breaker between two deposits. A failure is dated when Failed is
+// called, on this process's clock as its successes are, not when its
+// statement runs: a report that lands late (the first ones after the
+// database comes back, or one detached past its limit) would otherwise
+// date its failure after the successes that followed it, and the next
+// failure would continue the run through them. (Comparing processes'
+// clocks: skew between machines shifts which failures count as after a
+// success.)
 //
 // A report that ctx cuts short, or that fails, still lands if it can (see
 // detach); it answers no retry, with no error, when the budget's last
 // answer to this process was no (see knownSpent), and otherwise returns
 // the error, leaving the retry to the Transport's local throttle.
 func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
+	at := time.Unix(0, h.c.wallNow())
 	var lastOK *time.Time
 	if ns := h.lastOK.Load(); ns != 0 {
 		t := time.Unix(0, ns)
@@ -304,7 +328,7 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 	}
 	var retry atomic.Bool
 	err := h.c.detach(ctx, func(ctx context.Context) error {
-		r, err := h.failed(ctx, f, lastOK)
+		r, err := h.failed(ctx, f, lastOK, at)
 		retry.Store(r)
 		return err
 	})
@@ -346,12 +370,12 @@ const failedSQL = `
 		WITH u AS (
 			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
 			VALUES ($1, GREATEST($5::float8 - 1, 0), $5, CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END,
-				CASE WHEN $2 > 0 THEN now() ELSE '-infinity' END,
+				CASE WHEN $2 > 0 THEN $9::timestamptz ELSE '-infinity' END,
 				CASE WHEN $2 = 1 THEN now() END,
 				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END)
 			ON CONFLICT (host) DO UPDATE SET
 				failures = CASE WHEN $2 = 0 THEN h.failures WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
-				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE now() END,
+				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE GREATEST(h.failed_at, $9) END,
 				opened_at = CASE WHEN $2 > 0 AND h.opened_at IS NULL
 					AND CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END >= $2 THEN now() ELSE h.opened_at END,
 				probe_until = CASE WHEN $2 > 0 AND h.opened_at IS NULL
@@ -377,7 +401,7 @@ const failedSQL = `
 // full. The casts fix the parameters' types where the server would infer
 // them from the first use (int4 for $5 - 1, which refuses a bucket of 2.5
 // in Exec mode and truncates it prepared).
-func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time) (bool, error) {
+func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time, at time.Time) (bool, error) {
 	p := h.policy.Load()
 	threshold := int64(p.Threshold)
 	if !f.CallFailed {
@@ -398,7 +422,7 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	var open, retry bool
 	err := h.c.pool.QueryRow(ctx, failedSQL,
 		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill,
-		float64(n)*p.TokenRatio).Scan(&open, &retry, new(bool))
+		float64(n)*p.TokenRatio, at).Scan(&open, &retry, new(bool))
 	if err != nil {
 		if n > 0 && !errors.Is(err, context.Canceled) {
 			h.successes.Add(n) // for the next deposit, as deposit does
@@ -632,6 +656,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 			c.reread(ctx)
 			c.warm(ctx)
 		case <-deposit.C:
+			c.rebaseWall()
 			c.deposit(ctx)
 		}
 	}

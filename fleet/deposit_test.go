@@ -207,3 +207,62 @@ func withdraw(t *testing.T, h grantretry.FleetHost, n int) (retry bool) {
 	}
 	return retry
 }
+
+// wallNow, the monotonic clock read as the wall clock, agrees with
+// time.Now: a success's time is compared with the database's.
+func TestWallNowIsTheWallClock(t *testing.T) {
+	for _, age := range []time.Duration{0, time.Hour} {
+		c := &Coordinator{start: time.Now().Add(-age)}
+		c.rebaseWall()
+		for range 100 {
+			before := time.Now().UnixNano()
+			got := c.wallNow()
+			after := time.Now().UnixNano()
+			if got < before-int64(time.Microsecond) || got > after+int64(time.Microsecond) {
+				t.Fatalf("started %v ago: wallNow %d outside [%d, %d]", age, got, before, after)
+			}
+		}
+	}
+}
+
+// A failure is dated when it happened, not when its report lands: a
+// report that lands late, after a success that followed its failure, does
+// not make the next failure continue the run through that success (the
+// first reports after the database comes back are late). Without a success
+// between them, two failures are a run of two.
+func TestCoordinatorLateReportDoesNotRunThroughALaterSuccess(t *testing.T) {
+	pool := newPool(t)
+	co, fh := oneHost(t, pool, grantretry.FleetPolicy{Threshold: 5, Probe: time.Second})
+	h := fh.(*coordHost)
+	ctx := context.Background()
+	f := grantretry.FleetFailure{CallFailed: true}
+	t0 := time.Now().Add(-50 * time.Millisecond)
+	// An earlier failure, and a success after it.
+	if _, err := h.failed(ctx, f, nil, t0.Add(-20*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	before := t0.Add(-10 * time.Millisecond)
+
+	// The next failure's report lands 50 ms late; a success came 10 ms
+	// after that failure, and the next failure 20 ms after it.
+	if _, err := h.failed(ctx, f, &before, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := failuresOf(t, co); n != 1 {
+		t.Fatalf("run of %d after a success between the failures, want 1", n)
+	}
+	success := t0.Add(10 * time.Millisecond)
+	if _, err := h.failed(ctx, f, &success, t0.Add(20*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n := failuresOf(t, co); n != 1 {
+		t.Fatalf("run of %d after a success between the failures, want 1", n)
+	}
+	// No success since: the run goes on.
+	if _, err := h.failed(ctx, f, &success, t0.Add(30*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n := failuresOf(t, co); n != 2 {
+		t.Fatalf("run of %d after two failures with no success between, want 2", n)
+	}
+}

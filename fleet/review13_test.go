@@ -54,7 +54,7 @@ func TestFailedSQLPreparedKeepsAFractionalBucket(t *testing.T) {
 	}
 	var open, retry bool
 	if err := conn.QueryRow(ctx, failedSQL, pgx.QueryExecModeExec, coordKey, int64(5), time.Second, Channel,
-		2.5, (*time.Time)(nil), time.Hour.Seconds(), 0.0).Scan(&open, &retry, new(bool)); err != nil {
+		2.5, (*time.Time)(nil), time.Hour.Seconds(), 0.0, time.Now()).Scan(&open, &retry, new(bool)); err != nil {
 		t.Fatal(err)
 	}
 	if tokens, maxTokens := bucket(t, pool); maxTokens != 2.5 || tokens < 1.49 || tokens > 1.51 {
