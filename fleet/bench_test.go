@@ -192,6 +192,25 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
+// BenchmarkFleetSuccessPiece is what fleet mode adds to a call that
+// succeeds, alone: the host's state read and the success counted
+// (FleetHost.State and Succeeded on a real Coordinator). A whole call's
+// time varies by more than this from run to run (BenchmarkSuccessPathFleet).
+//
+//	cd fleet && go test -run '^$' -bench FleetSuccessPiece -count 10
+func BenchmarkFleetSuccessPiece(b *testing.B) {
+	co := NewCoordinator(newPool(b), WithDepositEvery(time.Hour))
+	b.Cleanup(co.Close)
+	h := co.Host("http://funder.example:80", grantretry.FleetPolicy{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if h.State() == grantretry.FleetOpen {
+			b.Fatal("open")
+		}
+		h.Succeeded()
+	}
+}
+
 // BenchmarkSuccessPathFleet is issue 13's success-path target: a call
 // that succeeds, through an in-memory inner transport, with fleet mode
 // off and on a real Coordinator (its database up, the host's fleet state
