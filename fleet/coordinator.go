@@ -316,9 +316,17 @@ func (h *coordHost) set(open bool) {
 // success.)
 //
 // A report that ctx cuts short, or that fails, still lands if it can (see
-// detach); it answers no retry, with no error, when the budget's last
-// answer to this process was no (see knownSpent), and otherwise returns
-// the error, leaving the retry to the Transport's local throttle.
+// detach). It answers no retry, with no error, while the database is
+// heard (the host's state is not FleetUnknown: the database is slow, not
+// away), or when the budget's last answer to this process was no (see
+// knownSpent); otherwise it returns the error, and the Transport's local
+// throttle decides, as it does while the database is away. A slow
+// database must not turn the shared budget into P local ones: reports
+// queue on the host's row when an outage starts, and each report cut
+// there was a retry the budget never granted (on the AMD machine of
+// 2026-12-01, in the sim without breakers, seeds 1-3: 13-21 retries
+// against a single process's 4, all but 0-3 of them from reports cut at
+// the limit).
 func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
 	at := time.Unix(0, h.c.wallNow())
 	var lastOK *time.Time
@@ -332,7 +340,7 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 		retry.Store(r)
 		return err
 	})
-	if err != nil && f.Retryable && h.knownSpent() {
+	if err != nil && f.Retryable && (h.knownSpent() || h.State() != grantretry.FleetUnknown) {
 		return false, nil
 	}
 	return retry.Load(), err

@@ -138,11 +138,12 @@ func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
 	}
 }
 
-// A report cut at the limit, after the fleet's budget answered this
-// process that it allows no retry, is answered no: the Transport would
-// otherwise decide on its local throttle, which at an outage's start has
-// not yet refused. Before any answer, or after one that allowed a retry,
-// it is left to the local throttle (the error).
+// A report cut at the limit is answered no while the database is heard
+// (the host's state known): it is slow, not away, and a cut report left to
+// the local throttle was a retry the shared budget never granted. While
+// the database is away (FleetUnknown) the local throttle decides (the
+// error), unless the fleet's budget last answered this process that it
+// allows no retry.
 func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 	pool := newPool(t)
 	policy := grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour}
@@ -152,10 +153,14 @@ func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 	var cos [2]*Coordinator
 	var hs [2]grantretry.FleetHost
 	for i := range cos {
-		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour))
+		// Re-read only when a host is added: the test sets the state.
+		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour), WithReread(time.Hour))
 		t.Cleanup(cos[i].Close)
 		hs[i] = cos[i].Host(coordKey, policy)
+		waitFor(t, "the host's state", func() bool { return hs[i].State() == grantretry.FleetClosed })
 	}
+	away := func() { hs[1].(*coordHost).state.Store(int32(grantretry.FleetUnknown)) }
+	heard := func() { hs[1].(*coordHost).set(false) }
 	landed := func(below float64) func() bool {
 		return func() bool {
 			var tokens float64
@@ -163,18 +168,26 @@ func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 			return err == nil && tokens < below
 		}
 	}
-	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cut report before any answer: %v, want context.Canceled", err)
+	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
+		t.Fatalf("a cut report while the database is heard: %v, %v; want false, nil", retry, err)
 	}
-	waitFor(t, "the cut report to land", landed(9.5))
-	withdraw(t, hs[0], 5)      // 9 to 4
+	waitFor(t, "the cut report to land", landed(9.5)) // 9
+	away()
+	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cut report while the database is away, before any answer: %v, want context.Canceled", err)
+	}
+	waitFor(t, "the cut report to land", landed(8.5)) // 8
+	heard()
+	withdraw(t, hs[0], 4)      // 8 to 4
 	if withdraw(t, hs[1], 1) { // 3
 		t.Fatal("a withdrawal from 4 of 10: retry true")
 	}
+	away()
 	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
-		t.Fatalf("a cut report of a spent budget: %v, %v; want false, nil", retry, err)
+		t.Fatalf("a cut report of a spent budget while the database is away: %v, %v; want false, nil", retry, err)
 	}
 	waitFor(t, "the cut report to land", landed(2.5))
+	heard()
 	for range 5 {
 		hs[1].Succeeded()
 	}
@@ -182,8 +195,12 @@ func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 	if !withdraw(t, hs[1], 1) {          // 6: allowed
 		t.Fatal("a withdrawal from 7 of 10: retry false")
 	}
+	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
+		t.Fatalf("a cut report while the database is heard, after an answer that allowed a retry: %v, %v; want false, nil", retry, err)
+	}
+	away()
 	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cut report after an answer that allowed a retry: %v, want context.Canceled", err)
+		t.Fatalf("a cut report while the database is away, after an answer that allowed a retry: %v, want context.Canceled", err)
 	}
 }
 

@@ -94,6 +94,8 @@ func WriteBreakdown(w io.Writer, r Result) {
 	if r.NoBreaker {
 		fmt.Fprintf(w, "fleet run: %d failure reports, %d cut at the limit or failed (p50 %s, p99 %s, max %s; the caller's wait, the statement's goroutine and the pool included)\n",
 			b.Reports, b.ReportsLost, b.ReportP50.Round(10*time.Microsecond), b.ReportP99.Round(10*time.Microsecond), b.ReportMax.Round(10*time.Microsecond))
+		fmt.Fprintf(w, "reports that let a retry go: %d answered yes in time, %d yes past the limit, %d erred (the local throttle decided, yes or no)\n",
+			b.YesInTime, b.YesCut, b.Errored)
 		return
 	}
 	fmt.Fprintf(w, "fleet run, until all stopped: %d failure reports, %d cut at the limit or failed (p50 %s, max %s); "+

@@ -25,6 +25,9 @@ type op struct {
 	kind     string // "Failed", "TryProbe", "ProbeDone", "state"
 	err      bool
 	state    grantretry.FleetState // after the op
+	// A Failed's answer: yes, a retry (with no error); errored, an error,
+	// which leaves the retry to the Transport's local throttle.
+	yes, errored bool
 }
 
 func (tr *tracer) add(o op) {
@@ -63,15 +66,21 @@ func (h *tracedHost) State() grantretry.FleetState {
 // Coordinator answers a cut report from what it knew when the budget was
 // known spent.
 func (h *tracedHost) do(kind string, f func() error) {
+	h.doYes(kind, func() (bool, error) { return false, f() })
+}
+
+// doYes is do for a question answered yes or no.
+func (h *tracedHost) doYes(kind string, f func() (bool, error)) {
 	t0 := time.Now()
-	err := f()
+	yes, err := f()
 	took := time.Since(t0)
 	h.tr.add(op{at: t0.Sub(h.tr.start), took: took, proc: h.proc, kind: kind,
-		err: err != nil || took >= grantretry.DefaultFleetLimit, state: h.FleetHost.State()})
+		err: err != nil || took >= grantretry.DefaultFleetLimit, state: h.FleetHost.State(),
+		yes: yes && err == nil, errored: err != nil})
 }
 
 func (h *tracedHost) Failed(ctx context.Context, f grantretry.FleetFailure) (retry bool, err error) {
-	h.do("Failed", func() error { retry, err = h.FleetHost.Failed(ctx, f); return err })
+	h.doYes("Failed", func() (bool, error) { retry, err = h.FleetHost.Failed(ctx, f); return retry, err })
 	return retry, err
 }
 
@@ -100,6 +109,10 @@ type Breakdown struct {
 	// Asked and Failed count each fleet question in the whole outage, by
 	// kind, and those that erred.
 	Asked, Failed map[string]int
+	// The failure reports of the whole outage that let a retry go: answered
+	// yes within the limit, answered yes past it, or erred (the Transport's
+	// local throttle then decided).
+	YesInTime, YesCut, Errored int
 }
 
 func breakdown(cfg Config, hits []hit, ops []op, all time.Duration) Breakdown {
@@ -116,6 +129,16 @@ func breakdown(cfg Config, hits []hit, ops []op, all time.Duration) Breakdown {
 			b.Asked[o.kind]++
 			if o.err {
 				b.Failed[o.kind]++
+			}
+		}
+		if o.kind == "Failed" {
+			switch {
+			case o.errored:
+				b.Errored++
+			case o.yes && o.err:
+				b.YesCut++
+			case o.yes:
+				b.YesInTime++
 			}
 		}
 		if o.kind == "Failed" && (all < 0 || o.at <= all) {
