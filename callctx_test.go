@@ -224,11 +224,16 @@ func TestCallContextEndRacesLooks(t *testing.T) {
 	}
 }
 
+// answerOK is a 200 to r with the body "ok".
+func answerOK(r *http.Request) *http.Response {
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}
+}
+
 // watchless answers at once without looking at the request's context.
 type watchless struct{}
 
 func (watchless) RoundTrip(r *http.Request) (*http.Response, error) {
-	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	return answerOK(r), nil
 }
 
 // An inner transport that never watches the context costs the call no
@@ -387,7 +392,7 @@ func TestCallContextPrintsNoHeaders(t *testing.T) {
 	var seen context.Context
 	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		seen = r.Context()
-		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+		return answerOK(r), nil
 	}))
 	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
 	req.Header.Set("Authorization", secret)
@@ -414,7 +419,7 @@ func TestCallContextPrintsNoHeaders(t *testing.T) {
 func TestLateAnswerOfAnUnwatchedAttemptIsKept(t *testing.T) {
 	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		time.Sleep(60 * time.Millisecond)
-		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+		return answerOK(r), nil
 	}), WithBudget(0, 20*time.Millisecond))
 	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/status", nil)
 	resp, err := tr.RoundTrip(req)
