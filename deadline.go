@@ -13,9 +13,9 @@ import (
 // value is ready; it is safe for concurrent use.
 type deadlineShards [8]deadlines
 
-// pick returns the queue for a new call: any will do, so it is drawn from
-// the runtime's per-thread generator, which no lock guards.
-func (s *deadlineShards) pick() *deadlines { return &s[rand.Uint32N(uint32(len(s)))] }
+// pick returns the index of the queue for a new call: any will do, so it
+// is drawn from the runtime's per-thread generator, which no lock guards.
+func (s *deadlineShards) pick() uint8 { return uint8(rand.Uint32N(uint32(len(s)))) }
 
 // deadlines ends the calls of one Transport whose budget deadline passes
 // while they are still running: one timer for the Transport, armed for the
@@ -247,8 +247,8 @@ func (x *callContext) real() context.Context {
 		// Read after the move to making: a stopDeadline that found the
 		// context fresh has cleared dlAt by now.
 		if at := x.dlAt.Load(); at != 0 {
-			i := rand.Uint32N(uint32(len(x.t.dl)))
-			x.dlShard = uint8(i) + 1
+			i := x.t.dl.pick()
+			x.dlShard = i + 1
 			x.t.dl[i].add((*call)(x), deadlineTime(at), time.Now())
 		}
 		x.ctxState.Store(ctxMade) // after the fields: a reader that sees it sees them

@@ -120,7 +120,7 @@ func BenchmarkCallDeadline(b *testing.B) {
 			return func() { t.Stop() }
 		}},
 		{"queue", func(s *deadlineShards, c *call) func() {
-			d := s.pick()
+			d := &s[s.pick()]
 			now := time.Now()
 			d.add(c, now.Add(time.Minute), now)
 			return func() { d.remove(c) }

@@ -354,10 +354,11 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 // to refuse, and each report cut there was a retry the shared budget had
 // refused (in the sim without breakers, seeds 1-6: 5-8 retries against a
 // single process's 4, the runs over 5 exactly those with reports cut;
-// with this, 5 in each). Only ever no: a cut report whose budget was not
-// known spent is left to the local throttle, as before. (Announcing the
-// bucket's crossing to every process with NOTIFY did no better there,
-// and woke 16 listeners at an outage's start.)
+// with this, 5 in each). It decides only while the database is away
+// (FleetUnknown): while it is heard, every cut report answers no (see
+// Failed). (Announcing the bucket's crossing to every process with
+// NOTIFY did no better there, and woke 16 listeners at an outage's
+// start.)
 func (h *coordHost) knownSpent() bool {
 	s := h.spentAt.Load()
 	return s != 0 && s > h.grantedAt.Load() && time.Since(h.c.start)-time.Duration(s) < h.c.cfg.depositEvery
@@ -404,7 +405,8 @@ const failedSQL = `
 // the mode: no parse and no plan from scratch. $2 is the threshold, 0 for
 // a host without a breaker (never opens); $5 the bucket's size, 0 for a
 // host without a throttle (no withdrawal); $8 the tokens of the successes
-// deposited with the withdrawal. A row such a report creates
+// deposited with the withdrawal; $9 the failure's time, on this process's
+// clock (see Failed). A row such a report creates
 // has max_tokens 0: no bucket yet, and the first withdrawal finds it
 // full. The casts fix the parameters' types where the server would infer
 // them from the first use (int4 for $5 - 1, which refuses a bucket of 2.5
