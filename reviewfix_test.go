@@ -359,7 +359,13 @@ func TestResendGuardLeavesASharedH2CConnectionOpen(t *testing.T) {
 	}
 	ln.Close()
 	inner.CloseIdleConnections() // the server reads until the connection ends
-	<-srvDone
+	select {
+	case <-srvDone:
+	case <-time.After(10 * time.Second):
+		// Seen once in CI (2026-12-01), not reproduced: fail with what is
+		// known instead of waiting out the suite's timeout.
+		t.Fatal("the h2c connection was still open 10 s after CloseIdleConnections: a stream or a reservation left on it")
+	}
 }
 
 // R3b: an attempt timeout that fires while the connection is still being
