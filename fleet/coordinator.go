@@ -154,9 +154,11 @@ type coordHost struct {
 	// if none): the next call takes it.
 	asking atomic.Bool
 	leased atomic.Int64
-	// spentAt is when an answer to this process last allowed no retry,
-	// grantedAt when one last allowed a retry; on the Coordinator's
-	// monotonic clock, 0 for never.
+	// spentAt is when the newest report whose answer allowed no retry was
+	// made, grantedAt the newest whose answer allowed one; on the
+	// Coordinator's monotonic clock, 0 for never. Dated when the report was
+	// made, not when its answer came: a report cut at the limit answers
+	// later, and its answer must not pass for newer than one made after it.
 	spentAt, grantedAt atomic.Int64
 }
 
@@ -328,7 +330,8 @@ func (h *coordHost) set(open bool) {
 // against a single process's 4, all but 0-3 of them from reports cut at
 // the limit).
 func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
-	at := time.Unix(0, h.c.wallNow())
+	made := time.Since(h.c.start)
+	at := time.Unix(0, h.c.wallOffset.Load()+int64(made)) // wallNow, read once
 	var lastOK *time.Time
 	if ns := h.lastOK.Load(); ns != 0 {
 		t := time.Unix(0, ns)
@@ -336,14 +339,20 @@ func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool
 	}
 	var retry atomic.Bool
 	err := h.c.detach(ctx, func(ctx context.Context) error {
-		r, err := h.failed(ctx, f, lastOK, at)
+		r, err := h.failed(ctx, f, lastOK, at, made)
 		retry.Store(r)
 		return err
 	})
-	if err != nil && f.Retryable && (h.knownSpent() || h.State() != grantretry.FleetUnknown) {
+	if err != nil && h.refusesCut(f) {
 		return false, nil
 	}
 	return retry.Load(), err
+}
+
+// refusesCut says a report cut at the limit, or failed, answers no retry
+// (see Failed): the database is heard, or the budget known spent.
+func (h *coordHost) refusesCut(f grantretry.FleetFailure) bool {
+	return f.Retryable && (h.knownSpent() || h.State() != grantretry.FleetUnknown)
 }
 
 // knownSpent says the fleet's budget allowed no retry in its last answer
@@ -365,12 +374,16 @@ func (h *coordHost) knownSpent() bool {
 }
 
 // learn notes an answer on the host's budget.
-func (h *coordHost) learn(retry bool) {
-	now := int64(time.Since(h.c.start))
+func (h *coordHost) learn(retry bool, made time.Duration) {
+	v := &h.spentAt
 	if retry {
-		h.grantedAt.Store(now)
-	} else {
-		h.spentAt.Store(now)
+		v = &h.grantedAt
+	}
+	for {
+		old := v.Load()
+		if int64(made) <= old || v.CompareAndSwap(old, int64(made)) {
+			return
+		}
 	}
 }
 
@@ -411,7 +424,7 @@ const failedSQL = `
 // full. The casts fix the parameters' types where the server would infer
 // them from the first use (int4 for $5 - 1, which refuses a bucket of 2.5
 // in Exec mode and truncates it prepared).
-func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time, at time.Time) (bool, error) {
+func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastOK *time.Time, at time.Time, made time.Duration) (bool, error) {
 	p := h.policy.Load()
 	threshold := int64(p.Threshold)
 	if !f.CallFailed {
@@ -441,7 +454,7 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	}
 	h.set(open)
 	if maxTokens > 0 {
-		h.learn(retry)
+		h.learn(retry, made)
 	}
 	return retry, nil
 }

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -150,69 +149,45 @@ func TestCoordinatorCutReportOfASpentBudgetAnswersNo(t *testing.T) {
 	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
 	cut, cancel := context.WithCancel(context.Background())
 	cancel() // the caller has stopped waiting before the statement ran
-	var cos [2]*Coordinator
-	var hs [2]grantretry.FleetHost
-	for i := range cos {
-		// Re-read only when a host is added: the test sets the state.
-		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour), WithReread(time.Hour))
-		t.Cleanup(cos[i].Close)
-		hs[i] = cos[i].Host(coordKey, policy)
-		waitFor(t, "the host's state", func() bool { return hs[i].State() == grantretry.FleetClosed })
-	}
-	// The test sets the state from here on: first let each listener
-	// connect and re-read, which would set it back.
-	waitFor(t, "the listeners", func() bool {
-		var n int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n)
-		return err == nil && n == len(cos)
-	})
-	time.Sleep(100 * time.Millisecond) // the re-read that follows LISTEN
-	away := func() { hs[1].(*coordHost).state.Store(int32(grantretry.FleetUnknown)) }
-	heard := func() { hs[1].(*coordHost).set(false) }
-	landed := func(below float64) func() bool {
-		return func() bool {
-			var tokens float64
-			err := pool.QueryRow(context.Background(), `SELECT tokens FROM grantretry_hosts WHERE host = $1`, coordKey).Scan(&tokens)
-			return err == nil && tokens < below
-		}
-	}
-	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
+	co, fh := oneHost(t, pool, policy)
+	h := fh.(*coordHost)
+	waitFor(t, "the host's state", func() bool { return h.State() == grantretry.FleetClosed })
+	// Each cut report's statement runs on; wait until it has landed and
+	// said what it learned (the state, the budget's answer).
+	settled := func() { waitFor(t, "the cut report to settle", func() bool { return len(co.slots) == 0 }) }
+
+	// Heard: no, whatever the budget last said.
+	if retry, err := h.Failed(cut, retryable); retry || err != nil {
 		t.Fatalf("a cut report while the database is heard: %v, %v; want false, nil", retry, err)
 	}
-	waitFor(t, "the cut report to land", landed(9.5)) // 9
-	away()
-	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cut report while the database is away, before any answer: %v, want context.Canceled", err)
+	settled()
+	if !withdraw(t, h, 1) { // 10 to 8: allowed
+		t.Fatal("a withdrawal from 9 of 10: retry false")
 	}
-	waitFor(t, "the cut report to land", landed(8.5)) // 8
-	heard()
-	withdraw(t, hs[0], 4)      // 8 to 4
-	if withdraw(t, hs[1], 1) { // 3
-		t.Fatal("a withdrawal from 4 of 10: retry true")
-	}
-	away()
-	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
-		t.Fatalf("a cut report of a spent budget while the database is away: %v, %v; want false, nil", retry, err)
-	}
-	waitFor(t, "the cut report to land", landed(2.5))
-	heard()
-	for range 5 {
-		hs[1].Succeeded()
-	}
-	cos[1].deposit(context.Background()) // 2 + 5
-	if !withdraw(t, hs[1], 1) {          // 6: allowed
-		t.Fatal("a withdrawal from 7 of 10: retry false")
-	}
-	// Away first: the cut report lands later and may learn that the
-	// budget is spent (6 to 5), which would answer the next one no.
-	away()
-	if _, err := hs[1].Failed(cut, retryable); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cut report while the database is away, after an answer that allowed a retry: %v, want context.Canceled", err)
-	}
-	heard()
-	if retry, err := hs[1].Failed(cut, retryable); retry || err != nil {
+	if retry, err := h.Failed(cut, retryable); retry || err != nil {
 		t.Fatalf("a cut report while the database is heard, after an answer that allowed a retry: %v, %v; want false, nil", retry, err)
+	}
+	settled()
+
+	// Away: the local throttle decides (Failed returns the error), unless
+	// the budget's last answer was no. Each case as Failed decides it,
+	// with nothing in flight that could change the state meanwhile.
+	h.state.Store(int32(grantretry.FleetUnknown))
+	h.learn(true, time.Since(co.start))
+	if h.refusesCut(retryable) {
+		t.Fatal("away, after an answer that allowed a retry: refused, want the local throttle")
+	}
+	h.learn(false, time.Since(co.start))
+	if !h.refusesCut(retryable) {
+		t.Fatal("away, after an answer that allowed no retry: left to the local throttle, want refused")
+	}
+	if h.refusesCut(grantretry.FleetFailure{CallFailed: true}) {
+		t.Fatal("a failure that takes no token refused: it asks nothing of the budget")
+	}
+	h.set(false)
+	h.learn(true, time.Since(co.start))
+	if !h.refusesCut(retryable) {
+		t.Fatal("heard, after an answer that allowed a retry: left to the local throttle, want refused")
 	}
 }
 
@@ -267,31 +242,48 @@ func TestCoordinatorLateReportDoesNotRunThroughALaterSuccess(t *testing.T) {
 	f := grantretry.FleetFailure{CallFailed: true}
 	t0 := time.Now().Add(-50 * time.Millisecond)
 	// An earlier failure, and a success after it.
-	if _, err := h.failed(ctx, f, nil, t0.Add(-20*time.Millisecond)); err != nil {
+	if _, err := h.failed(ctx, f, nil, t0.Add(-20*time.Millisecond), time.Since(co.start)); err != nil {
 		t.Fatal(err)
 	}
 	before := t0.Add(-10 * time.Millisecond)
 
 	// The next failure's report lands 50 ms late; a success came 10 ms
 	// after that failure, and the next failure 20 ms after it.
-	if _, err := h.failed(ctx, f, &before, t0); err != nil {
+	if _, err := h.failed(ctx, f, &before, t0, time.Since(co.start)); err != nil {
 		t.Fatal(err)
 	}
 	if n := failuresOf(t, co); n != 1 {
 		t.Fatalf("run of %d after a success between the failures, want 1", n)
 	}
 	success := t0.Add(10 * time.Millisecond)
-	if _, err := h.failed(ctx, f, &success, t0.Add(20*time.Millisecond)); err != nil {
+	if _, err := h.failed(ctx, f, &success, t0.Add(20*time.Millisecond), time.Since(co.start)); err != nil {
 		t.Fatal(err)
 	}
 	if n := failuresOf(t, co); n != 1 {
 		t.Fatalf("run of %d after a success between the failures, want 1", n)
 	}
 	// No success since: the run goes on.
-	if _, err := h.failed(ctx, f, &success, t0.Add(30*time.Millisecond)); err != nil {
+	if _, err := h.failed(ctx, f, &success, t0.Add(30*time.Millisecond), time.Since(co.start)); err != nil {
 		t.Fatal(err)
 	}
 	if n := failuresOf(t, co); n != 2 {
 		t.Fatalf("run of %d after two failures with no success between, want 2", n)
+	}
+}
+
+// An answer is dated by when its report was made: a report cut at the
+// limit whose "no" comes back after a newer report's "yes" does not make
+// the budget known spent, and a newer "no" does.
+func TestCoordinatorLateAnswerIsNotTheNewest(t *testing.T) {
+	_, fh := oneHost(t, newPool(t), grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour})
+	h := fh.(*coordHost)
+	h.learn(true, 2*time.Millisecond)
+	h.learn(false, time.Millisecond) // made before the yes, learned after it
+	if h.knownSpent() {
+		t.Fatal("an older report's no, learned last, made the budget known spent")
+	}
+	h.learn(false, 3*time.Millisecond)
+	if !h.knownSpent() {
+		t.Fatal("a newer report's no did not make the budget known spent")
 	}
 }
