@@ -277,7 +277,11 @@ func (h *coordHost) Succeeded() {
 
 // wallNow is the wall clock in Unix ns, from the monotonic clock (see
 // wallOffset).
-func (c *Coordinator) wallNow() int64 { return c.wallOffset.Load() + int64(time.Since(c.start)) }
+func (c *Coordinator) wallNow() int64 { return c.wallAt(time.Since(c.start)) }
+
+// wallAt is the wall clock in Unix ns at since, a reading of
+// time.Since(c.start).
+func (c *Coordinator) wallAt(since time.Duration) int64 { return c.wallOffset.Load() + int64(since) }
 
 // rebaseWall re-reads the wall clock for wallNow, both clocks in one
 // reading.
@@ -331,7 +335,7 @@ func (h *coordHost) set(open bool) {
 // the limit).
 func (h *coordHost) Failed(ctx context.Context, f grantretry.FleetFailure) (bool, error) {
 	made := time.Since(h.c.start)
-	at := time.Unix(0, h.c.wallOffset.Load()+int64(made)) // wallNow, read once
+	at := time.Unix(0, h.c.wallAt(made))
 	var lastOK *time.Time
 	if ns := h.lastOK.Load(); ns != 0 {
 		t := time.Unix(0, ns)
