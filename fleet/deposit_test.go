@@ -137,6 +137,44 @@ func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
 	}
 }
 
+// A deposit whose successes are older than the row's last withdrawal and
+// last failure changes nothing, and does not wait for the row's lock: at
+// an outage's start the processes that have not failed yet deposit such
+// successes, and each queued on the row with the failure reports. Here
+// another transaction holds the row's lock for the whole deposit; one
+// that waited would be cut by its second's limit and keep its successes
+// for the next try.
+func TestCoordinatorStaleDepositDoesNotWaitForTheRow(t *testing.T) {
+	pool := newPool(t)
+	policy := grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour}
+	_, failing := oneHost(t, pool, policy)
+	stale, h := oneHost(t, pool, policy)
+	ctx := context.Background()
+	h.Succeeded()
+	time.Sleep(10 * time.Millisecond) // the failure comes after the success
+	withdraw(t, failing, 1)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT FROM grantretry_hosts WHERE host = $1 FOR UPDATE`, coordKey); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stale.deposit(ctx)
+	took := time.Since(start)
+	if n := h.(*coordHost).successes.Load(); n != 0 {
+		t.Fatalf("the stale deposit waited for the locked row (%v) and kept its %d successes", took, n)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tokens, _ := bucket(t, pool); tokens < 8.99 || tokens > 9.01 {
+		t.Fatalf("%v tokens, want 9: the stale success refilled the bucket", tokens)
+	}
+}
+
 // A report cut at the limit is answered no while the database is heard
 // (the host's state known): it is slow, not away, and a cut report left to
 // the local throttle was a retry the shared budget never granted. While
@@ -285,5 +323,33 @@ func TestCoordinatorLateAnswerIsNotTheNewest(t *testing.T) {
 	h.learn(false, 3*time.Millisecond)
 	if !h.knownSpent() {
 		t.Fatal("a newer report's no did not make the budget known spent")
+	}
+}
+
+// Coordinators started together tick at random points of the period,
+// not in step: 16 deposits on a host's row at once, every second, held
+// up the failure reports of an outage that began then.
+func TestPhasedTimersStartedTogetherAreSpread(t *testing.T) {
+	const period = 100 * time.Millisecond
+	start := time.Now()
+	fired := make(chan time.Duration, 16)
+	for range 16 {
+		p := newPhased(period)
+		go func() {
+			defer p.Stop()
+			<-p.C
+			fired <- time.Since(start)
+		}()
+	}
+	first, last := time.Duration(1<<62), time.Duration(0)
+	for range 16 {
+		d := <-fired
+		first, last = min(first, d), max(last, d)
+	}
+	if first > period {
+		t.Errorf("first tick after %v, want within the period %v", first, period)
+	}
+	if last-first < period/5 {
+		t.Errorf("16 first ticks within %v of each other (%v to %v): in step", last-first, first, last)
 	}
 }
