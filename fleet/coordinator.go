@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -607,11 +608,12 @@ var warmSQL = []string{failedSQL, tryProbeSQL}
 
 // warm prepares the failure path's statements on the pool's idle
 // connections that lack them, named by their text, so that pgx runs the
-// prepared statement there. The first failure reports of an outage come
-// all at once, each on a connection that has never run them: a cold
-// server backend took 1 to 3.5 ms to parse the report (loading its
-// catalog caches), against well under 1 ms warm, and every report queues
-// behind the one before on the host's row. A pool whose connections are
+// prepared statement there, and runs them there (warmRun). The first
+// failure reports of an outage come all at once, each on a connection
+// that has never run them: a cold server backend took 1 to 3.5 ms to
+// parse the report (loading its catalog caches), against well under 1 ms
+// warm, its first runs cost more again, and every report queues behind
+// the one before on the host's row. A pool whose connections are
 // closed when idle (MinConns 0) leaves the next ones cold; give it
 // MinConns of at least 2 (docs/fleet.md).
 //
@@ -643,6 +645,7 @@ func (c *Coordinator) warm(ctx context.Context) {
 				break
 			}
 		}
+		ok = ok && warmRun(pctx, cold.Conn()) == nil
 		cancel()
 		if ok {
 			if len(c.warmed) >= maxWarmed { // connections closed since: forget them all
@@ -657,6 +660,38 @@ func (c *Coordinator) warm(ctx context.Context) {
 	}
 }
 
+// warmRun runs the failure path's statements warmRuns times on conn, in
+// a transaction it rolls back, for a host key no funder has: the
+// server's first runs of a prepared statement are its dearest. On the
+// project's AMD VM, one backend that had only prepared the report took
+// 3.3-3.9 ms for its first run, 0.6-1 ms for its second, 0.3-0.4 ms for
+// the next three, which the server plans for their parameters, and
+// 0.1-0.2 ms from the sixth, when it keeps one plan (psql, 2026-12-01).
+// An outage's first reports came on 32 such backends at once in the
+// simulator, and both cores were busy with them for its first 100 ms
+// (perf). The runs' first inserts the key's row and the rest update it,
+// as a report on a host's row does; nothing is committed, and no other
+// row is touched.
+func warmRun(ctx context.Context, conn *pgx.Conn) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // nothing to keep
+	key := "grantretry warm " + strconv.FormatUint(rand.Uint64(), 36)
+	now := time.Now()
+	for range warmRuns {
+		if err := tx.QueryRow(ctx, failedSQL, pgx.QueryExecModeExec, key, int64(0), DefaultProbeEvery, Channel,
+			DefaultMaxTokens, &now, float64(1), float64(0), now).Scan(new(bool), new(bool), new(bool)); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, tryProbeSQL, key, DefaultProbeEvery).Scan(new(bool), new(float64)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // warmLimit bounds one connection's preparing, warmRounds how many cold
 // connections one tick warms, and maxWarmed how many connections warm
 // remembers.
@@ -664,6 +699,10 @@ const (
 	warmLimit  = 100 * time.Millisecond
 	warmRounds = 4
 	maxWarmed  = 256
+	// warmRuns is how many times warmRun runs each statement: past the
+	// five runs the server plans for their parameters, it decides whether
+	// to keep one plan.
+	warmRuns = 6
 )
 
 // tick re-reads the rows and deposits the counted successes, each on a

@@ -409,7 +409,8 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 	ctx := context.Background()
 	// idle reports, when it could take both connections (the Coordinator's
 	// warm takes idle ones for a moment every tick), their backends' pids
-	// and whether both have the failure path's statements prepared.
+	// and whether both have the failure path's statements prepared and
+	// run past the runs the server plans for their parameters.
 	idle := func() (pids [2]uint32, warm, both bool) {
 		conns := pool.AcquireAllIdle(ctx)
 		defer func() {
@@ -424,8 +425,9 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 		for i, c := range conns {
 			pids[i] = c.Conn().PgConn().PID()
 			var n int
-			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`,
-				warmSQL).Scan(&n); err != nil || n != len(warmSQL) {
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements
+				WHERE statement = ANY($1) AND generic_plans + custom_plans >= $2`,
+				warmSQL, warmRuns).Scan(&n); err != nil || n != len(warmSQL) {
 				warm = false
 			}
 		}
@@ -452,6 +454,10 @@ func TestCoordinatorWarmsTheFailurePathOnIdleConnections(t *testing.T) {
 	}
 	if failures != 3 || tokens < 5 || tokens > 5.01 {
 		t.Fatalf("row: %d failures, %v tokens; want 3 and 5", failures, tokens)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM grantretry_hosts`).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d rows in grantretry_hosts (%v), want the host's alone: warming left one", rows, err)
 	}
 	var after [2]uint32
 	var warm, both bool
