@@ -103,13 +103,27 @@ func TestCoordinatorSharesTheBreakerAcrossProcesses(t *testing.T) {
 	if out := b.call(t); out.Disposition != grantretry.CircuitOpen || b.sent.Load() != sent {
 		t.Fatalf("b while the fleet is open: %+v", out)
 	}
-	// The probe lease: after DefaultProbeEvery, one process probes.
+	// The probe lease: after DefaultProbeEvery, one process probes. The
+	// lease is ended by hand, once no statement of either process is
+	// still in flight: one cut at its limit (a loaded machine) that
+	// landed after the edit would take the new lease, and a's probe
+	// would be refused.
+	waitFor(t, "the processes' statements to land", func() bool {
+		return len(a.co.slots) == 0 && len(b.co.slots) == 0
+	})
 	a.status.Store(200)
 	b.status.Store(200)
 	if _, err := pool.Exec(context.Background(), `UPDATE grantretry_hosts SET probe_until = now()`); err != nil {
 		t.Fatal(err)
 	}
-	out := a.call(t)
+	// a may have asked for the lease while it was held (a call begun as
+	// its breaker opened): it then waits out the lease it knows of,
+	// DefaultProbeEvery at most, without asking.
+	var out grantretry.Outcome
+	waitFor(t, "a's probe", func() bool {
+		out = a.call(t)
+		return out.Disposition != grantretry.CircuitOpen
+	})
 	if out.Disposition != grantretry.Succeeded {
 		t.Fatalf("a's probe: %+v", out)
 	}
