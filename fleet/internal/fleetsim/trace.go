@@ -16,6 +16,9 @@ type tracer struct {
 	start time.Time
 	mu    sync.Mutex
 	ops   []op
+	// hosts is each process's fleet host, as its Transport got it (not
+	// traced), for the warm-up to see when every process knows its state.
+	hosts map[int]grantretry.FleetHost
 }
 
 // op is one fleet question, or a state a process saw change.
@@ -43,7 +46,14 @@ type tracedFleet struct {
 }
 
 func (f tracedFleet) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
-	return &tracedHost{FleetHost: f.Fleet.Host(key, p), tr: f.tr, proc: f.proc}
+	h := f.Fleet.Host(key, p)
+	f.tr.mu.Lock()
+	if f.tr.hosts == nil {
+		f.tr.hosts = map[int]grantretry.FleetHost{}
+	}
+	f.tr.hosts[f.proc] = h
+	f.tr.mu.Unlock()
+	return &tracedHost{FleetHost: h, tr: f.tr, proc: f.proc}
 }
 
 type tracedHost struct {
