@@ -3,7 +3,10 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +25,49 @@ type process struct {
 	tr     *grantretry.Transport
 	status atomic.Int32
 	sent   atomic.Int32
+	probes probeLog // what the Transport asked of the fleet's probe
+}
+
+// probeLog is a Fleet that notes each TryProbe and ProbeDone its
+// Transport makes, and their answers, for a failing test to say which
+// path a call took.
+type probeLog struct {
+	grantretry.Fleet
+	mu  sync.Mutex
+	log []string
+}
+
+func (l *probeLog) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
+	return probeLogHost{l.Fleet.Host(key, p), l}
+}
+
+func (l *probeLog) add(s string) {
+	l.mu.Lock()
+	l.log = append(l.log, s)
+	l.mu.Unlock()
+}
+
+func (l *probeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.log, "; ")
+}
+
+type probeLogHost struct {
+	grantretry.FleetHost
+	l *probeLog
+}
+
+func (h probeLogHost) TryProbe(ctx context.Context) (bool, error) {
+	ok, err := h.FleetHost.TryProbe(ctx)
+	h.l.add(fmt.Sprintf("TryProbe: %v, %v", ok, err))
+	return ok, err
+}
+
+func (h probeLogHost) ProbeDone(ctx context.Context, ok bool) error {
+	err := h.FleetHost.ProbeDone(ctx, ok)
+	h.l.add(fmt.Sprintf("ProbeDone(%v): %v", ok, err))
+	return err
 }
 
 func newProcess(t *testing.T, opts ...Option) *process {
@@ -34,7 +80,8 @@ func newProcessOn(t *testing.T, pool *pgxpool.Pool, opts []Option, trOpts []gran
 	p.status.Store(503)
 	p.co = NewCoordinator(pool, opts...)
 	t.Cleanup(p.co.Close)
-	trOpts = append([]grantretry.Option{grantretry.WithFleet(p.co), grantretry.WithClock(instantClock{}),
+	p.probes.Fleet = p.co
+	trOpts = append([]grantretry.Option{grantretry.WithFleet(&p.probes), grantretry.WithClock(instantClock{}),
 		grantretry.WithBudget(0, time.Minute)}, trOpts...)
 	p.tr = grantretry.New(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		p.sent.Add(1)
@@ -127,7 +174,18 @@ func TestCoordinatorSharesTheBreakerAcrossProcesses(t *testing.T) {
 	if out.Disposition != grantretry.Succeeded {
 		t.Fatalf("a's probe: %+v", out)
 	}
-	back := waitFor(t, "b to hear the breaker close", func() bool { return b.state() == grantretry.FleetClosed })
+	start := time.Now()
+	for b.state() != grantretry.FleetClosed {
+		if time.Since(start) > 5*time.Second {
+			var open bool
+			err := pool.QueryRow(context.Background(), `SELECT opened_at IS NOT NULL FROM grantretry_hosts WHERE host = $1`,
+				coordKey).Scan(&open)
+			t.Fatalf("waited 5s for b to hear the breaker close: b %v, a %v, the row open %v (%v); a's probe questions: %v",
+				b.state(), a.state(), open, err, &a.probes)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	back := time.Since(start)
 	t.Logf("b sends again %v after the successful probe", back)
 	if back > time.Second {
 		t.Errorf("b heard the close after %v, want within 1s", back)
