@@ -394,13 +394,15 @@ func (h *coordHost) learn(retry bool, made time.Duration) {
 }
 
 // failedSQL is Failed's statement.
-const failedSQL = `
+var failedSQL = `
 		WITH u AS (
-			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until)
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until, levels_at, levels)
 			VALUES ($1, GREATEST($5::float8 - 1, 0), $5, CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END,
 				CASE WHEN $2 > 0 THEN $9::timestamptz ELSE '-infinity' END,
 				CASE WHEN $2 = 1 THEN now() END,
-				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END)
+				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END,
+				CASE WHEN $5 > 0 THEN ARRAY[now()] ELSE '{}' END,
+				CASE WHEN $5 > 0 THEN ARRAY[GREATEST($5 - 1, 0)] ELSE '{}' END)
 			ON CONFLICT (host) DO UPDATE SET
 				failures = CASE WHEN $2 = 0 THEN h.failures WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
 				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE GREATEST(h.failed_at, $9) END,
@@ -411,10 +413,34 @@ const failedSQL = `
 				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
 				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
 				tokens = CASE WHEN $5 = 0 THEN h.tokens WHEN h.max_tokens = 0 THEN GREATEST($5 - 1, 0)
-					ELSE GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8
-						+ CASE WHEN $6 > h.refilled THEN $8::float8 ELSE 0 END) - 1, 0) END
+					ELSE ` + withdrawnTokens + ` END,
+				levels_at = CASE WHEN $5 = 0 THEN h.levels_at WHEN h.max_tokens = 0 THEN ARRAY[now()]
+					ELSE (h.levels_at || now())[GREATEST(cardinality(h.levels_at) - ` + keptLevels + ` + 2, 1):] END,
+				levels = CASE WHEN $5 = 0 THEN h.levels WHEN h.max_tokens = 0 THEN ARRAY[GREATEST($5 - 1, 0)]
+					ELSE (CASE WHEN $8 = 0 OR $6 IS NULL THEN h.levels
+						ELSE grantretry_credit(h.levels_at, h.levels, $6, ` + carriedCredit + `, $5) END
+						|| ` + withdrawnTokens + `)[GREATEST(cardinality(h.levels) - ` + keptLevels + ` + 2, 1):] END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
 		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
+
+// keptLevels is how many of the bucket's recent levels its row keeps
+// (levels_at, levels): one a withdrawal, and at the fleet's failure rates
+// where deposits matter (a few in a hundred calls of 800 a second),
+// more than the last second's.
+const keptLevels = "16"
+
+// carriedCredit is what the successes a report carries ($8, this
+// process's since its last deposit) add to the bucket before the
+// withdrawal: at most what the bucket lacked when this process last
+// succeeded ($6), by its recent levels (see depositSQL).
+const carriedCredit = `CASE WHEN $8::float8 = 0 OR $6::timestamptz IS NULL THEN 0 ELSE LEAST($8,
+	GREATEST($5 - grantretry_level_at(h.levels_at, h.levels, $6, $5), 0)) END`
+
+// withdrawnTokens is the bucket after a report's withdrawal: refilled by
+// the time since the last one ($7 the refill period), credited the
+// carried successes, less the token.
+const withdrawnTokens = `GREATEST(LEAST($5, h.tokens + EXTRACT(EPOCH FROM now() - h.refilled) * $5 / 2 / $7::float8
+	+ ` + carriedCredit + `) - 1, 0)`
 
 // failed runs in QueryExecModeExec, one round trip: in pgx's default mode
 // a statement's first run on a connection prepares it first, and a
@@ -442,8 +468,8 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	}
 	// A withdrawal first deposits the successes counted since the last
 	// deposit, as a single process's throttle has them at once: the
-	// answer whether to retry sees the bucket they refilled. Only if they
-	// are newer than the bucket's last withdrawal, as in depositSQL.
+	// answer whether to retry sees the bucket they refilled, as far as
+	// it lacked them when they came (carriedCredit, as in depositSQL).
 	var n int64
 	if maxTokens > 0 {
 		n = h.successes.Swap(0)
@@ -670,8 +696,10 @@ func (c *Coordinator) warm(ctx context.Context) {
 // An outage's first reports came on 32 such backends at once in the
 // simulator, and both cores were busy with them for its first 100 ms
 // (perf). The runs' first inserts the key's row and the rest update it,
-// as a report on a host's row does; nothing is committed, and no other
-// row is touched.
+// as a report on a host's row does, each carrying a success, as a
+// process's first report does, so that the backend also compiles the
+// bucket's level functions (PL/pgSQL, compiled by each backend at its
+// first call); nothing is committed, and no other row is touched.
 func warmRun(ctx context.Context, conn *pgx.Conn) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -682,7 +710,7 @@ func warmRun(ctx context.Context, conn *pgx.Conn) error {
 	now := time.Now()
 	for range warmRuns {
 		if err := tx.QueryRow(ctx, failedSQL, pgx.QueryExecModeExec, key, int64(0), DefaultProbeEvery, Channel,
-			DefaultMaxTokens, &now, float64(1), float64(0), now).Scan(new(bool), new(bool), new(bool)); err != nil {
+			DefaultMaxTokens, &now, float64(1), float64(1), now).Scan(new(bool), new(bool), new(bool)); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, tryProbeSQL, key, DefaultProbeEvery).Scan(new(bool), new(float64)); err != nil {
@@ -817,35 +845,46 @@ func (c *Coordinator) deposit(ctx context.Context) {
 	}
 }
 
-// depositSQL adds $2 tokens to the host's bucket and ends its run of
-// failures, each only if this process's last success ($3) is newer than
-// what it would undo. The successes of the last second are often older
-// than what other processes did meanwhile; applied late, they would
-// reorder history:
+// depositSQL adds up to $2 tokens to the host's bucket and ends its run
+// of failures, each only as far as this process's last success ($3)
+// allows. The successes of the last second are often older than what
+// other processes did meanwhile; applied late, they would reorder
+// history:
 //   - A run of failures newer than the success (failed_at) stays. Breaking
 //     it would make an outage's breaker open late whenever a deposit landed
 //     among its first failures.
-//   - Tokens are added only if no withdrawal came after the success
-//     (refilled, which every withdrawal sets). At an outage's start every
-//     process still holds the successes of its last second. Added after the
-//     first withdrawals, they refilled the bucket once per process: 7-15
-//     retries in the outage where a single process, whose throttle has its
-//     successes at once, makes 4. A process whose successes are stale drops
-//     them. In a funder failing some calls, this makes the shared bucket
-//     stricter than a single process's, never looser.
+//   - The tokens added are at most what the bucket lacked when the
+//     process last succeeded, by the row's recent levels
+//     (grantretry_level_at), and the levels from then on are raised by
+//     what was added (grantretry_credit), so that successes of other
+//     processes from that time find that deficit filled. A single
+//     process's throttle has each success at once, and a success that
+//     finds the bucket full adds nothing. At an outage's start every
+//     process still holds the successes of its last second, made while
+//     the bucket was full: they add nothing, where added after the first
+//     withdrawals they refilled the bucket once per process (7-15
+//     retries in the outage where a single process makes 4). Until
+//     2026-12-01 a deposit added its tokens only if no withdrawal came
+//     after its last success, which at a funder failing a few calls in a
+//     hundred dropped about half of the deposits, and the shared bucket
+//     let a third as many retries through as one process's at 5% failing
+//     ("Under partial failure" in docs/fleet.md).
 //
 // A deposit that would change neither leaves the row alone: it neither
 // writes it nor, when the row's committed state already shows it stale,
 // waits for the row's lock. At an outage's start every process that has
-// not failed yet deposits successes older than the fleet's first
-// withdrawals, and each such deposit queued on the row with the failure
-// reports.
+// not failed yet deposits successes made while the bucket was full, and
+// each such deposit queued on the row with the failure reports.
 //
 // The parameters are typed: the server cannot infer them from the
 // expression, and it refused the untyped statement ("operator is not
 // unique: unknown * unknown") on every deposit until 2026-11-30.
 const depositSQL = `WITH u AS (UPDATE grantretry_hosts
-			SET tokens = CASE WHEN $3::timestamptz > refilled THEN LEAST(max_tokens, tokens + $2::float8) ELSE tokens END,
+			SET tokens = LEAST(max_tokens, tokens + ` + depositCredit + `),
+				levels = grantretry_credit(levels_at, levels, $3, ` + depositCredit + `, max_tokens),
 				failures = CASE WHEN $3 > failed_at THEN 0 ELSE failures END
-			WHERE host = $1 AND ($3 > refilled OR $3 > failed_at) RETURNING 1)
+			WHERE host = $1 AND (` + depositCredit + ` > 0 OR $3 > failed_at) RETURNING 1)
 			SELECT FROM u, ` + asyncCommit
+
+// depositCredit is what a deposit of $2 tokens adds (see depositSQL).
+const depositCredit = `LEAST($2::float8, GREATEST(max_tokens - grantretry_level_at(levels_at, levels, $3::timestamptz, max_tokens), 0))`

@@ -101,40 +101,95 @@ func TestCoordinatorDepositRefillsTheBucket(t *testing.T) {
 	}
 }
 
-// Successes older than another process's withdrawals are dropped, whether
-// deposited on the tick or with the process's own first failure: applied
-// late, each process's last second of successes refilled the bucket the
-// outage's first failures had drained, once per process.
-func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
-	pool := newPool(t)
+// tokensNear fails unless the host's bucket holds want tokens (the time
+// refill, an hour's, adds a few millionths).
+func tokensNear(t *testing.T, pool *pgxpool.Pool, want float64, what string) {
+	t.Helper()
+	if tokens, _ := bucket(t, pool); tokens < want-0.001 || tokens > want+0.01 {
+		t.Fatalf("%s: %v tokens, want %v", what, tokens, want)
+	}
+}
+
+// threeProcesses is three Coordinators on one host, a bucket of 10, a
+// token a success, no deposits but the test's own.
+func threeProcesses(t *testing.T, pool *pgxpool.Pool) ([3]*Coordinator, [3]grantretry.FleetHost) {
 	policy := grantretry.FleetPolicy{Threshold: 100, Probe: time.Second, MaxTokens: 10, TokenRatio: 1, Refill: time.Hour}
-	retryable := grantretry.FleetFailure{CallFailed: true, Retryable: true}
-	ctx := context.Background()
-	var hs [3]grantretry.FleetHost
 	var cos [3]*Coordinator
+	var hs [3]grantretry.FleetHost
 	for i := range hs {
 		cos[i] = NewCoordinator(pool, WithDepositEvery(time.Hour))
 		t.Cleanup(cos[i].Close)
 		hs[i] = cos[i].Host(coordKey, policy)
 	}
-	if _, err := hs[0].Failed(ctx, retryable); err != nil { // the row, 9 tokens
-		t.Fatal(err)
-	}
-	hs[1].Succeeded()
-	hs[2].Succeeded()
+	return cos, hs
+}
+
+// Successes made while the bucket was full add nothing, whether deposited
+// on the tick or with the process's own first failure, and successes
+// deposited late add no more than the bucket lacked when they were made,
+// once: the bucket ends where one process's throttle, which has every
+// success at once, would have it. At an outage's start every process
+// still holds its last second's successes, made while the bucket was
+// full; applied after the first withdrawals, they refilled the bucket
+// once per process.
+func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
+	pool := newPool(t)
+	cos, hs := threeProcesses(t, pool)
+	ctx := context.Background()
+	// One process's throttle, event by event: 10.
+	hs[1].Succeeded() // made while the bucket is full: nothing
 	time.Sleep(10 * time.Millisecond)
-	for range 4 { // the outage: 5 tokens left
-		if _, err := hs[0].Failed(ctx, retryable); err != nil {
-			t.Fatal(err)
-		}
+	withdraw(t, hs[0], 1) // 9
+	time.Sleep(10 * time.Millisecond)
+	for range 3 {
+		hs[1].Succeeded() // 10, then nothing: full
 	}
+	hs[2].Succeeded() // nothing: full
+	time.Sleep(10 * time.Millisecond)
+	withdraw(t, hs[0], 4) // 5
 	cos[1].deposit(ctx)
-	if retry, err := hs[2].Failed(ctx, retryable); err != nil || retry {
-		t.Fatalf("a withdrawal carrying stale successes: retry %v, %v; want false", retry, err)
+	tokensNear(t, pool, 6, "three successes made when the bucket lacked one, deposited after four withdrawals")
+	withdraw(t, hs[2], 1) // carries its success, made when the bucket was full again
+	tokensNear(t, pool, 5, "a withdrawal carrying a success made once the bucket was full")
+}
+
+// At a funder failing a few calls in a hundred, a process's last success
+// usually comes before some other process's latest withdrawal: its
+// deposit still adds what the bucket lacked when the successes came.
+// Until 2026-12-01 such a deposit was dropped whole, and the shared
+// bucket let a third as many retries through as one process's at 5% of
+// calls failing.
+func TestCoordinatorDepositAfterALaterWithdrawalStillCounts(t *testing.T) {
+	pool := newPool(t)
+	cos, hs := threeProcesses(t, pool)
+	ctx := context.Background()
+	withdraw(t, hs[0], 3) // 7
+	time.Sleep(10 * time.Millisecond)
+	hs[1].Succeeded() // 8
+	hs[1].Succeeded() // 9
+	time.Sleep(10 * time.Millisecond)
+	withdraw(t, hs[0], 1) // 8
+	cos[1].deposit(ctx)
+	tokensNear(t, pool, 8, "two successes made when the bucket lacked three, deposited after a later withdrawal")
+}
+
+// The outage's shape: every process holds successes made before the first
+// withdrawal, while the bucket was full (here before the host had a row);
+// deposited on the tick or carried by a withdrawal, they add nothing.
+func TestCoordinatorSuccessesMadeWhileTheBucketWasFullAddNothing(t *testing.T) {
+	pool := newPool(t)
+	cos, hs := threeProcesses(t, pool)
+	ctx := context.Background()
+	for range 3 {
+		hs[1].Succeeded()
+		hs[2].Succeeded()
 	}
-	if tokens, _ := bucket(t, pool); tokens < 3.99 || tokens > 4.01 {
-		t.Fatalf("%v tokens, want 4: stale successes refilled the bucket", tokens)
-	}
+	time.Sleep(10 * time.Millisecond)
+	withdraw(t, hs[0], 5) // 5
+	cos[1].deposit(ctx)
+	tokensNear(t, pool, 5, "successes made while the bucket was full, deposited after five withdrawals")
+	withdraw(t, hs[2], 1) // 4
+	tokensNear(t, pool, 4, "a withdrawal carrying successes made while the bucket was full")
 }
 
 // A deposit whose successes are older than the row's last withdrawal and

@@ -63,6 +63,67 @@ CREATE TABLE IF NOT EXISTS grantretry_hosts (
 	version      bigint NOT NULL DEFAULT 0
 );
 ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS failed_at timestamptz NOT NULL DEFAULT '-infinity';
+-- The bucket's recent levels: after each of its last withdrawals, and
+-- raised by the deposits credited since (see grantretry_level_at).
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS levels_at timestamptz[] NOT NULL DEFAULT '{}';
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS levels double precision[] NOT NULL DEFAULT '{}';
+
+-- grantretry_level_at is the bucket's level at t as the row's recent
+-- levels tell it: the newest at or before t; before them all, the oldest
+-- one's level before its withdrawal; with none, a full bucket. (The times
+-- are each withdrawal's transaction start, not always in the arrays'
+-- order.)
+CREATE OR REPLACE FUNCTION grantretry_level_at(ats timestamptz[], lvls double precision[], t timestamptz, full_at double precision)
+	RETURNS double precision LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+	best timestamptz;
+	lvl double precision;
+	oldest timestamptz;
+	oldlvl double precision;
+BEGIN
+	FOR i IN 1..coalesce(cardinality(ats), 0) LOOP
+		IF ats[i] <= t AND (best IS NULL OR ats[i] > best) THEN
+			best := ats[i];
+			lvl := lvls[i];
+		END IF;
+		IF oldest IS NULL OR ats[i] < oldest THEN
+			oldest := ats[i];
+			oldlvl := lvls[i];
+		END IF;
+	END LOOP;
+	IF best IS NOT NULL THEN
+		RETURN lvl;
+	ELSIF oldest IS NOT NULL THEN
+		RETURN LEAST(full_at, oldlvl + 1);
+	END IF;
+	RETURN full_at;
+END $$;
+
+-- grantretry_credit raises the recent levels from the one a credit of c
+-- at t was measured against (the newest at or before t, else all) by c,
+-- each to at most full_at: a later deposit of successes from that time
+-- on finds the deficit this one filled already filled.
+CREATE OR REPLACE FUNCTION grantretry_credit(ats timestamptz[], lvls double precision[], t timestamptz, c double precision, full_at double precision)
+	RETURNS double precision[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+	since timestamptz;
+	raised double precision[] := lvls;
+BEGIN
+	IF c IS NULL OR c <= 0 THEN
+		RETURN lvls;
+	END IF;
+	FOR i IN 1..coalesce(cardinality(ats), 0) LOOP
+		IF ats[i] <= t AND (since IS NULL OR ats[i] > since) THEN
+			since := ats[i];
+		END IF;
+	END LOOP;
+	FOR i IN 1..coalesce(cardinality(ats), 0) LOOP
+		IF since IS NULL OR ats[i] >= since THEN
+			raised[i] := LEAST(full_at, lvls[i] + c);
+		END IF;
+	END LOOP;
+	RETURN raised;
+END $$;
 `
 
 // schemaLock is the advisory lock Migrate holds, so that processes
