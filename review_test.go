@@ -45,15 +45,6 @@ func stallingFunder(t *testing.T) (srv *httptest.Server, arrived chan struct{}, 
 	return srv, arrived, slow
 }
 
-// dispositionsOf returns the disposition field of every disposition line.
-func dispositionsOf(logs *observer.ObservedLogs) []string {
-	var out []string
-	for _, l := range logs.FilterMessage(MsgDisposition).AllUntimed() {
-		out = append(out, l.ContextMap()[FieldDisposition].(string))
-	}
-	return out
-}
-
 // http.Client enforces Timeout on a RoundTripper it does not know by a
 // context deadline and by closing Request.Cancel at the same instant. When
 // the channel wins, the inner transport fails with "request canceled"
@@ -88,16 +79,33 @@ func TestClientTimeoutIsTheCallersCancellation(t *testing.T) {
 			}
 		}
 		tr.CloseIdleConnections()
-		for i, d := range dispositionsOf(logs) {
-			if d != string(Canceled) {
+		for i, l := range logs.FilterMessage(MsgDisposition).AllUntimed() {
+			f := l.ContextMap()
+			if d := f[FieldDisposition].(string); d != string(Canceled) {
 				t.Errorf("run %d call %d: disposition %s, want canceled", run, i, d)
+			}
+			if n := f[FieldAttempts].(int64); n > 1 {
+				t.Errorf("run %d call %d: %d attempts, want at most 1: the caller's timeout is not retried", run, i, n)
 			}
 		}
 		if n := len(letters.all()); n != 0 {
 			t.Errorf("run %d: %d dead letters kept, want none", run, n)
 		}
-		if got, want := slow.Load()-before, int64(10-unsent); got != want {
-			t.Errorf("run %d: the funder saw %d requests, want %d (one per call sent; %d timed out waiting for a connection)", run, got, want, unsent)
+		// The funder sees at most one request per call sent. A request
+		// net/http wrote just before the timeout may reach its handler
+		// after the call returned (the server reads it from the closed
+		// connection's buffer), so the count is awaited; one cut before it
+		// was written never arrives (the error says "awaiting headers"
+		// either way), and is only logged.
+		want := int64(10 - unsent)
+		for deadline := time.Now().Add(2 * time.Second); slow.Load()-before < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		switch got := slow.Load() - before; {
+		case got > want:
+			t.Errorf("run %d: the funder saw %d requests, want at most %d (one per call sent; %d timed out waiting for a connection)", run, got, want, unsent)
+		case got < want:
+			t.Logf("run %d: %d of %d calls' requests never reached the funder (cut before they were written)", run, want-got, want)
 		}
 		if t.Failed() {
 			return
