@@ -394,7 +394,7 @@ func (h *coordHost) learn(retry bool, made time.Duration) {
 }
 
 // failedSQL is Failed's statement.
-var failedSQL = `
+const failedSQL = `
 		WITH u AS (
 			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until, levels_at, levels)
 			VALUES ($1, GREATEST($5::float8 - 1, 0), $5, CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END,
@@ -424,9 +424,10 @@ var failedSQL = `
 		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
 
 // keptLevels is how many of the bucket's recent levels its row keeps
-// (levels_at, levels): one a withdrawal, and at the fleet's failure rates
-// where deposits matter (a few in a hundred calls of 800 a second),
-// more than the last second's.
+// (levels_at, levels), one per withdrawal. At 40 withdrawals a second (5%
+// of 800 calls failing) they span 0.4 s, and a deposit's last success is
+// usually a few tens of milliseconds old; one older than them all is
+// measured against the oldest (see grantretry_level_at).
 const keptLevels = "16"
 
 // carriedCredit is what the successes a report carries ($8, this
