@@ -1,0 +1,24 @@
+module github.com/grantretry/grantretry/stacks
+
+go 1.26.0
+
+replace github.com/grantretry/grantretry => ../
+
+require (
+	github.com/grantretry/grantretry v0.0.0-00010101000000-000000000000
+	golang.org/x/oauth2 v0.38.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.3 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.40.0 // indirect
+	go.opentelemetry.io/otel/metric v1.40.0 // indirect
+	go.opentelemetry.io/otel/trace v1.40.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
+)
