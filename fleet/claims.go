@@ -14,44 +14,90 @@ import (
 )
 
 // ErrLeaseLost matches the error of Done or Release on a claim whose lease
-// ended and whose letter another worker then claimed (or finished).
+// ended and whose letter another worker then claimed (or finished), and
+// the error of Redeliver when it could not confirm the claim before
+// sending (nothing was sent) or cut the send because the lease was ending
+// (the letter is then ambiguous: see Redeliver).
 var ErrLeaseLost = errors.New("grantretry: fleet: the letter's lease was lost to another worker")
+
+// errLeaseEnding is the cause of a send Redeliver cut because its lease
+// was about to end.
+var errLeaseEnding = errors.New("grantretry: fleet: the claim's lease was ending")
+
+// cutError is the error of a send Redeliver cut at the end of its lease.
+// It matches ErrLeaseLost and context.DeadlineExceeded, whichever of the
+// two the client's error carries.
+type cutError struct {
+	id  string
+	err error
+}
+
+func (e *cutError) Error() string {
+	return fmt.Sprintf("grantretry: fleet: letter %s: its send was cut before its lease ended, so the funder may have it and the letter is now ambiguous: %v", e.id, e.err)
+}
+
+func (e *cutError) Unwrap() error { return e.err }
+
+func (e *cutError) Is(target error) bool {
+	return target == ErrLeaseLost || target == context.DeadlineExceeded
+}
 
 // Claim is a letter a worker holds under a lease. Token fences it: a
 // claim whose lease ended and was claimed again can no longer be Done.
 type Claim struct {
 	Letter *grantretry.Letter
 	Worker string
-	Until  time.Time // the lease's end, on the database's clock
+	Until  time.Time // the lease's end, on the database's clock; Redeliver renews it
 	Token  int64
+	// InFlight says an earlier claim's send of this letter was in flight
+	// when that claim ended (its lease ran out, or its worker died), so
+	// the funder may have it: the letter is marked ambiguous
+	// (Letter.Ambiguous) from then on, here and in the database.
+	InFlight bool
 }
 
 // Claim leases up to n waiting letters, oldest first, to worker: letters
 // never claimed, or whose lease has ended. Workers never wait for one
 // another (FOR UPDATE SKIP LOCKED), and leases run on the database's
-// clock, so workers' clocks need not agree.
+// clock, so workers' clocks need not agree. A letter whose earlier send
+// was in flight when its claim ended comes back ambiguous (see
+// Claim.InFlight). Claim only what is sent soon: Redeliver renews the
+// lease as it sends, but a claim whose lease ended before Redeliver is
+// called is lost, and nothing is sent for it.
 func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, error) {
-	rows, err := s.pool.Query(ctx, `
-		UPDATE grantretry_letters SET claimed_by = $1,
-			lease_until = clock_timestamp() + $2::interval, claims = claims + 1
-		WHERE id IN (
-			SELECT id FROM grantretry_letters
-			WHERE state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
-			ORDER BY created, id LIMIT $3
-			FOR UPDATE SKIP LOCKED)
-		RETURNING letter, lease_until, claims`,
-		worker, s.cfg.lease, n)
+	rows, err := s.pool.Query(ctx, claimSQL(`state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
+			ORDER BY created, id LIMIT $3`), worker, s.cfg.lease, n)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
 	}
 	return collectClaims(rows, worker)
 }
 
+// claimSQL is the statement that leases the letters which, with a
+// claimable state and lease, meet where ($1 the worker, $2 the lease).
+// A letter whose sending_since is still set was being sent when its
+// claim ended: it is marked ambiguous in the same statement, so that no
+// later reader of the letter can miss it.
+func claimSQL(where string) string {
+	return `
+		UPDATE grantretry_letters l SET claimed_by = $1,
+			lease_until = clock_timestamp() + $2::interval, claims = l.claims + 1,
+			letter = CASE WHEN l.sending_since IS NULL THEN l.letter
+				ELSE jsonb_set(l.letter, '{ambiguous}', 'true') END,
+			sending_since = NULL
+		FROM (
+			SELECT id, sending_since IS NOT NULL AS in_flight FROM grantretry_letters
+			WHERE ` + where + `
+			FOR UPDATE SKIP LOCKED) c
+		WHERE l.id = c.id
+		RETURNING l.letter, l.lease_until, l.claims, c.in_flight`
+}
+
 func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Claim, error) {
 		c := &Claim{Letter: new(grantretry.Letter), Worker: worker}
 		var data []byte
-		if err := r.Scan(&data, &c.Until, &c.Token); err != nil {
+		if err := r.Scan(&data, &c.Until, &c.Token, &c.InFlight); err != nil {
 			return nil, err
 		}
 		return c, json.Unmarshal(data, c.Letter)
@@ -66,14 +112,7 @@ func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 // are not leased to another worker; the others are left out of the
 // result, as Claim leaves out what it cannot take.
 func (s *Letters) ClaimIDs(ctx context.Context, worker string, ids []string) ([]*Claim, error) {
-	rows, err := s.pool.Query(ctx, `
-		UPDATE grantretry_letters SET claimed_by = $1,
-			lease_until = clock_timestamp() + $2::interval, claims = claims + 1
-		WHERE id IN (
-			SELECT id FROM grantretry_letters
-			WHERE id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
-			FOR UPDATE SKIP LOCKED)
-		RETURNING letter, lease_until, claims`,
+	rows, err := s.pool.Query(ctx, claimSQL(`id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())`),
 		worker, s.cfg.lease, ids)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
@@ -94,7 +133,7 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE grantretry_letters SET state = 'redelivered', result = $4,
-			redelivered_at = clock_timestamp(), lease_until = NULL
+			redelivered_at = clock_timestamp(), lease_until = NULL, sending_since = NULL
 		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'`,
 		c.Letter.ID, c.Worker, c.Token, data)
 	if err != nil {
@@ -106,19 +145,68 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 	return nil
 }
 
-// Release gives the claimed letter back at once, to be claimed again.
+// Release gives the claimed letter back at once, to be claimed again. If
+// Redeliver set out to send it under this claim, the send's outcome is
+// taken as unknown: the letter is marked ambiguous (Redeliver itself
+// releases a letter it knows was not applied without marking it).
 func (s *Letters) Release(ctx context.Context, c *Claim) error {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL
-		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'`,
-		c.Letter.ID, c.Worker, c.Token)
+	return s.release(ctx, c, true)
+}
+
+// release gives c's letter back; mayHave says a send of it under c may
+// have reached the funder, which marks the letter ambiguous.
+func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
+	var ambiguous bool
+	err := s.pool.QueryRow(ctx, `
+		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL,
+			letter = CASE WHEN $4 AND sending_since IS NOT NULL
+				THEN jsonb_set(letter, '{ambiguous}', 'true') ELSE letter END,
+			sending_since = NULL
+		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
+		RETURNING coalesce((letter->>'ambiguous')::boolean, false)`,
+		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
-	}
+	c.Letter.Ambiguous = ambiguous
 	return nil
+}
+
+// leaseGuard is the part of a lease a send may not use: Redeliver cuts
+// the send that much before the lease ends, so that the request is off
+// the wire before another worker can claim the letter.
+func leaseGuard(lease time.Duration) time.Duration { return lease / 10 }
+
+// confirm checks, on the database's clock and immediately before a send,
+// that c still holds its letter (its worker, its token, a waiting letter,
+// a lease not ended), renews the lease for a whole send, and marks the
+// send as in flight, all in one statement. It returns ctx bounded to end
+// leaseGuard before the renewed lease does.
+func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, context.CancelFunc, error) {
+	// The send's bound is on the real clock, as context deadlines are;
+	// taken before the statement, it can only end early, never late,
+	// whatever the database's clock says.
+	start := time.Now()
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `
+		UPDATE grantretry_letters SET sending_since = clock_timestamp(),
+			lease_until = clock_timestamp() + $4::interval
+		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
+			AND lease_until > clock_timestamp()
+		RETURNING lease_until`,
+		c.Letter.ID, c.Worker, c.Token, s.cfg.lease).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("letter %s not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered): %w", c.Letter.ID, ErrLeaseLost)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("grantretry: fleet: letter %s not sent: confirming its claim: %w", c.Letter.ID, err)
+	}
+	c.Until = until
+	sendCtx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.lease-leaseGuard(s.cfg.lease)), errLeaseEnding)
+	return sendCtx, cancel, nil
 }
 
 // Redeliver sends the claimed letter again with deadletter.Redeliver, and
@@ -126,14 +214,43 @@ func (s *Letters) Release(ctx context.Context, c *Claim) error {
 // answered 1xx-3xx, or that the reconciler says the funder has, is marked
 // Done; any other is released for a later try, and the error says why.
 // The response's body is closed.
+//
+// No letter is on the wire from two workers. Immediately before sending,
+// Redeliver confirms the claim on the database's clock (its worker and
+// token, the letter still waiting, the lease not ended) and renews the
+// lease for the send, in the statement that marks the send in flight; if
+// it cannot, it sends nothing and the error matches ErrLeaseLost. The
+// send is cut a tenth of the lease before the lease ends, so the lease
+// (WithLease) must be longer than a send may last: the redelivering
+// Transport's deadline (grantretry.DefaultDeadline, 45 s, within the
+// default lease of a minute) plus a margin. A send that was cut, or whose
+// worker died, may have reached the funder: the letter is then marked
+// ambiguous, and the next claim of it says so (Claim.InFlight), so that
+// it is sent again only after reconcile says the funder does not have it
+// (or, with a nil reconcile, as is: for a funder that honours the key).
+// The error of a cut send matches ErrLeaseLost and the context's error.
 func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, reconcile grantretry.ReconcileFunc) (deadletter.Redelivery, error) {
-	resp, err := deadletter.Redeliver(ctx, client, c.Letter, reconcile)
+	if c == nil || c.Letter == nil {
+		return deadletter.Redelivery{}, fmt.Errorf("%w: fleet: nil claim", grantretry.ErrInvalidRequest)
+	}
+	sendCtx, cancel, err := s.confirm(ctx, c)
 	if err != nil {
-		return deadletter.Redelivery{}, errors.Join(err, s.Release(context.WithoutCancel(ctx), c))
+		return deadletter.Redelivery{}, err
+	}
+	defer cancel()
+	resp, err := deadletter.Redeliver(sendCtx, client, c.Letter, reconcile)
+	if err != nil {
+		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
+		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err))
+		if cut {
+			err = &cutError{id: c.Letter.ID, err: err}
+		}
+		return deadletter.Redelivery{}, errors.Join(err, rerr)
 	}
 	resp.Body.Close()
 	r := deadletter.Redelivery{Status: resp.StatusCode}
-	if out, ok := grantretry.OutcomeOf(resp); ok {
+	out, ok := grantretry.OutcomeOf(resp)
+	if ok {
 		r.Disposition, r.Attempts = out.Disposition, out.Attempts
 	}
 	if deadletter.Reconciled(resp) {
@@ -141,7 +258,33 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	}
 	if resp.StatusCode >= 400 {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
-		return r, errors.Join(err, s.Release(context.WithoutCancel(ctx), c))
+		mayHave := ambiguousStatus(resp.StatusCode)
+		if ok {
+			mayHave = out.Ambiguous
+		}
+		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave))
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
+}
+
+// mayHaveApplied reports whether a redelivery that failed with err may
+// have reached the funder. Only what says so is taken as not: a letter
+// refused before sending, a reconciler that could not tell (nothing was
+// sent), or a grantretry Transport whose last attempt was not ambiguous,
+// the rule by which a Transport marks its own letters.
+func mayHaveApplied(err error) bool {
+	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) {
+		return false
+	}
+	var gerr *grantretry.Error
+	if errors.As(err, &gerr) {
+		return gerr.Attempts > 0 && gerr.Ambiguous
+	}
+	return !errors.Is(err, grantretry.ErrInvalidRequest)
+}
+
+// ambiguousStatus is the Transport's rule for an answer from a client
+// that gives no Outcome: a 5xx but 501 and 503 may have been applied.
+func ambiguousStatus(status int) bool {
+	return status >= 500 && status != http.StatusNotImplemented && status != http.StatusServiceUnavailable
 }

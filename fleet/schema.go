@@ -26,6 +26,11 @@ CREATE TABLE IF NOT EXISTS grantretry_letters (
 );
 CREATE INDEX IF NOT EXISTS grantretry_letters_waiting
 	ON grantretry_letters (created, id) WHERE state = 'waiting';
+-- When the claim holding a letter confirmed its fence and set out to send
+-- it: set by the statement that confirms, cleared once the send's outcome
+-- is known. A claim that finds it set takes over a letter whose send was
+-- in flight when its lease ended, and marks the letter ambiguous.
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS sending_since timestamptz;
 
 CREATE TABLE IF NOT EXISTS grantretry_trail (
 	writer  text   NOT NULL,
