@@ -7,35 +7,26 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/fleet"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const dlListSynopsis = `Usage: grantretry-fleet deadletter list [-pg DSN] [-json]
 
 Lists the letters waiting in the database (not redelivered), oldest first.
-`
-
-const dlShowSynopsis = `Usage: grantretry-fleet deadletter show [-pg DSN] ID
-
-Prints one letter as JSON, and whether and how it was redelivered.
-`
-
-const dlRedeliverSynopsis = `Usage: grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-trust-key]
-
-Claims the letters under a lease (another worker skips them meanwhile),
-sends each again through a grantretry Transport with the default policy,
-and marks it redelivered if it was answered 1xx-3xx; any other is released
-to be claimed again. An ambiguous letter (its last attempt may have been
-applied) is not sent unless -trust-key says the funder honours its
-Idempotency-Key. Exits 1 if any letter was not redelivered.
 `
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
@@ -101,8 +92,51 @@ func dlList(args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
+const dlShowSynopsis = `Usage: grantretry-fleet deadletter show [-pg DSN] ID [flags]
+
+Prints every field of letter ID, waiting or redelivered (with the record of
+its redelivery). The body is printed if it is text of at most 4096 bytes;
+otherwise its size and SHA-256: use -body to write it out, or -json for the
+letter as stored.
+`
+
+const dlRedeliverSynopsis = `Usage: grantretry-fleet deadletter redeliver [-pg DSN] (ID... | -all) [flags]
+
+Sends letters again, one after another, through a grantretry Transport with
+the default policy that writes its attempts and dispositions to the fleet's
+trail: same method, URL, headers, body, Idempotency-Key and
+X-Correlation-ID. A funder that honours the key and already applied a letter
+answers with its first result instead of applying it twice; one that
+ignores the key applies it again.
+
+Each letter is claimed just before it is sent, under a lease of -timeout
+and a quarter more, and the claim is checked on the database's clock
+immediately before the send, which is cut before the lease ends: another
+operator or worker redelivering at the same time skips the letters this
+one holds, and no letter is sent by two. With -all, the letters waiting
+when the command starts are tried; those another worker holds or
+redelivered meanwhile are left to it.
+
+Letters carry no credentials: give them with -header or -header-env, which
+are added to every request and never printed. Redirects are not followed.
+A letter answered 1xx-3xx is marked redelivered, with a record of the
+answer; any other is released to be claimed again and reported, and the
+command fails.
+
+A letter whose last attempt was ambiguous (it may have been applied, and no
+answer said it was not: "ambiguous" in deadletter show), or whose earlier
+redelivery was still in flight when its lease ended or its worker died, is
+not sent: for a funder that ignores Idempotency-Key, sending it could apply
+it twice, and this command cannot ask the funder. Redeliver such letters
+from the pipeline, with fleet.Letters.Redeliver and the pipeline's
+reconciler, which asks the funder first; or, for a funder that honours the
+key, pass -trust-key.
+`
+
 func dlShow(args []string, stdout io.Writer) error {
 	fs, db := newFlagSet("deadletter show")
+	asJSON := fs.Bool("json", false, "print the letter as stored, and the record of its redelivery, as one JSON object")
+	rawBody := fs.Bool("body", false, "write the raw body to standard output, and nothing else")
 	ids, err := parse(fs, args, dlShowSynopsis, stdout)
 	if err != nil {
 		return err
@@ -121,63 +155,200 @@ func dlShow(args []string, stdout io.Writer) error {
 		return fmt.Errorf("show: no letter %s in the database", ids[0])
 	}
 	if err != nil {
-		return fmt.Errorf("show: %w", err)
+		return fmt.Errorf("show: %w", libError{err})
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(l); err != nil {
+	switch {
+	case *rawBody:
+		if l.BodyOmitted != "" {
+			return fmt.Errorf("show: letter %s: its body was not kept (%s)", l.ID, l.BodyOmitted)
+		}
+		_, err := stdout.Write(l.Body)
+		return err
+	case *asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Letter     *grantretry.Letter     `json:"letter"`
+			Redelivery *deadletter.Redelivery `json:"redelivery,omitempty"`
+		}{l, rec})
+	}
+	return writeLetter(stdout, l, rec)
+}
+
+func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
+	field("letter", l.ID)
+	field("state", letterState(rec))
+	field("version", l.Version)
+	field("created", showTime(l.Created))
+	field("disposition", l.Disposition)
+	field("stop reason", dashIfEmpty(l.StopReason))
+	field("reason", dashIfEmpty(l.Reason))
+	field("attempts", l.Attempts)
+	if l.Ambiguous {
+		field("ambiguous", "yes: the last attempt may have been applied; ask the funder before sending it again")
+	}
+	field("first attempt", showTime(l.FirstAttempt))
+	field("last attempt", showTime(l.LastAttempt))
+	field("last status", l.LastStatus)
+	field("last error", dashIfEmpty(l.LastError))
+	field("method", l.Method)
+	field("url", l.URL)
+	field("host", dashIfEmpty(l.Host))
+	field("submission id", dashIfEmpty(l.SubmissionID))
+	field("idempotency key", dashIfEmpty(l.IdempotencyKey))
+	field("correlation id", dashIfEmpty(l.CorrelationID))
+	writeHeaderLines(tw, "header", l.Header)
+	field("secret headers", dashIfEmpty(strings.Join(l.Redacted, ", ")))
+	field("secret query", dashIfEmpty(strings.Join(l.RedactedQuery, ", ")))
+	field("body", bodySummary(l))
+	if err := tw.Flush(); err != nil {
 		return err
 	}
+	return writeBodyText(w, l)
+}
+
+func showTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func letterState(rec *deadletter.Redelivery) string {
 	if rec == nil {
-		fmt.Fprintln(stdout, "state: waiting")
+		return "waiting"
+	}
+	s := fmt.Sprintf("redelivered %s, answered %d", showTime(rec.Time), rec.Status)
+	if rec.Disposition != "" {
+		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, countNoun(rec.Attempts, "attempt"))
+	}
+	if rec.Note != "" {
+		s += "; " + rec.Note
+	}
+	return s
+}
+
+func writeHeaderLines(tw io.Writer, label string, h http.Header) {
+	names := slices.Sorted(maps.Keys(h))
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "%s\t-\n", label)
+	}
+	for _, name := range names {
+		for _, v := range h[name] {
+			fmt.Fprintf(tw, "%s\t%s: %s\n", label, name, v)
+			label = ""
+		}
+	}
+}
+
+func bodySummary(l *grantretry.Letter) string {
+	if l.BodyOmitted != "" {
+		return "not kept: " + l.BodyOmitted
+	}
+	return fmt.Sprintf("%d bytes, sha256 %s", l.BodyBytes, dashIfEmpty(l.BodySHA256))
+}
+
+// maxShownBody bounds the body show prints as text.
+const maxShownBody = 4096
+
+func writeBodyText(w io.Writer, l *grantretry.Letter) error {
+	if len(l.Body) == 0 {
 		return nil
 	}
-	fmt.Fprintf(stdout, "state: redelivered %s: status %d, %s after %s%s\n", rec.Time.UTC().Format(time.RFC3339),
-		rec.Status, dashIfEmpty(string(rec.Disposition)), countNoun(rec.Attempts, "attempt"), noteSuffix(rec.Note))
-	return nil
-}
-
-func noteSuffix(note string) string {
-	if note == "" {
-		return ""
+	if len(l.Body) > maxShownBody || !printable(l.Body) {
+		_, err := fmt.Fprintf(w, "\n(the body is not text of at most %d bytes: -body writes it out)\n", maxShownBody)
+		return err
 	}
-	return " (" + note + ")"
+	_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimRight(string(l.Body), "\n"))
+	return err
 }
 
-// headerFlag collects -header 'Name: value', the credentials a letter
-// never keeps.
-type headerFlag struct{ h http.Header }
-
-func (f *headerFlag) String() string { return "" }
-
-func (f *headerFlag) Set(s string) error {
-	name, value, ok := strings.Cut(s, ":")
-	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
-		return errors.New("want 'Name: value'")
+// printable reports whether b is UTF-8 text that is safe on a terminal:
+// no control characters but tab and line ends, so no escape sequences.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
 	}
-	f.h.Add(name, value)
-	return nil
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return false
+		}
+	}
+	return true
 }
+
+// libError is an error of the library, whose lines start with
+// "grantretry: " (or "grantretry: fleet: ") where run's own prefix already
+// says where it comes from: it drops the second one.
+type libError struct{ err error }
+
+func (e libError) Error() string {
+	s := strings.ReplaceAll("\n"+e.err.Error(), "\ngrantretry: fleet: ", "\n")
+	return strings.ReplaceAll(s, "\ngrantretry: ", "\n")[1:]
+}
+
+func (e libError) Unwrap() error { return e.err }
+
+// reportEach prints each line of err as a line of its own, prefixed.
+func reportEach(w io.Writer, err error) {
+	for _, line := range strings.Split(libError{err}.Error(), "\n") {
+		fmt.Fprintf(w, "grantretry-fleet: deadletter: %s\n", line)
+	}
+}
+
+// redeliverFlags are the redeliver subcommand's flags.
+type redeliverFlags struct {
+	all      bool
+	trustKey bool
+	dryRun   bool
+	worker   string
+	timeout  time.Duration
+	creds    credentials
+}
+
+func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
+	f := &redeliverFlags{}
+	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in the database")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
+	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
+	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included; its lease is this and a quarter more")
+	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
+	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
+	return f
+}
+
+// leaseFor is the lease under which a letter is claimed for a send
+// bounded by timeout: longer than the send by a quarter, so that the
+// send, which Letters.Redeliver cuts a tenth of the lease before it ends,
+// is bounded by timeout first, and the lease still holds when it ends.
+func leaseFor(timeout time.Duration) time.Duration { return timeout + timeout/4 }
+
+// trailLimit bounds each commit of the redelivery's records to the
+// fleet's trail: an operator's command can wait for a durable record
+// longer than a pipeline's call.
+const trailLimit = 10 * time.Second
 
 func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	fs, db := newFlagSet("deadletter redeliver")
-	all := fs.Bool("all", false, "redeliver every waiting letter")
-	trustKey := fs.Bool("trust-key", false, "send ambiguous letters too: the funder honours Idempotency-Key")
-	worker := fs.String("worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
-	timeout := fs.Duration("timeout", time.Minute, "how long one letter's redelivery may take")
-	hdr := &headerFlag{h: http.Header{}}
-	fs.Var(hdr, "header", "a header to send with every letter, 'Name: value' (repeatable): the credentials a letter never keeps")
+	f := newRedeliverFlags(fs)
 	ids, err := parse(fs, args, dlRedeliverSynopsis, stdout)
 	if err != nil {
 		return err
 	}
-	if *all == (len(ids) > 0) {
+	switch {
+	case f.creds.err != nil:
+		return usageError{f.creds.err}
+	case f.all == (len(ids) > 0):
 		return usagef("redeliver: give -all or letter ids, not both or neither")
+	case f.timeout <= 0:
+		return usagef("redeliver: -timeout %v: want a positive duration", f.timeout)
 	}
-	if *worker == "" {
+	if f.worker == "" {
 		host, _ := os.Hostname()
-		*worker = fmt.Sprintf("grantretry-fleet-%s-%d", host, os.Getpid())
+		f.worker = fmt.Sprintf("grantretry-fleet-%s-%d", host, os.Getpid())
 	}
 	ctx := context.Background()
 	pool, err := db.open(ctx)
@@ -185,69 +356,167 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	letters := fleet.NewLetters(pool)
-	var claims []*fleet.Claim
-	if *all {
-		claims, err = letters.Claim(ctx, *worker, 1<<20)
+	r := &redeliverer{f: f, letters: fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.timeout))), stdout: stdout, stderr: stderr}
+	if f.all {
+		waiting, err := r.letters.List(ctx)
+		if err != nil {
+			return fmt.Errorf("redeliver: %w", libError{err})
+		}
+		ids = ids[:0]
+		for _, l := range waiting {
+			ids = append(ids, l.ID)
+		}
 	} else {
-		claims, err = letters.ClaimIDs(ctx, *worker, ids)
+		ids = dedupe(ids)
 	}
+	if f.dryRun {
+		return r.plan(ctx, ids)
+	}
+	closeClient, err := r.openClient(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("redeliver: %w", err)
+		return err
 	}
-	total := len(claims)
-	if !*all {
-		total = len(ids)
+	defer closeClient()
+	return r.run(ctx, ids)
+}
+
+// dedupe drops the ids named twice: each letter is sent once.
+func dedupe(ids []string) []string {
+	seen := map[string]bool{}
+	out := ids[:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
 	}
-	failed := total - len(claims) // named but not waiting, or leased to another worker
+	return out
+}
+
+// redeliverer claims letters one at a time, just before it sends each,
+// and reports on each.
+type redeliverer struct {
+	f       *redeliverFlags
+	letters *fleet.Letters
+	client  *http.Client
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// openClient makes the client that sends through a grantretry Transport
+// with the default policy, writing to the fleet's trail, adds the
+// operator's headers to a clone of each request, and follows no redirect,
+// which would carry those headers to another host.
+func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(), error) {
+	tr, err := fleet.NewTrail(ctx, pool, fleet.WithLimit(trailLimit))
+	if err != nil {
+		return nil, fmt.Errorf("redeliver: the fleet's trail: %w", libError{err})
+	}
+	tp := grantretry.New(nil, grantretry.WithAuditTrail(tr))
+	r.client = &http.Client{
+		Transport:     withHeaders{next: tp, header: r.f.creds.header},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return tp.CloseIdleConnections, nil
+}
+
+// run redelivers the letters ids, each claimed just before it is sent.
+func (r *redeliverer) run(ctx context.Context, ids []string) error {
+	failed, elsewhere := 0, 0
+	for _, id := range ids {
+		claims, err := r.letters.ClaimIDs(ctx, r.f.worker, []string{id})
+		switch {
+		case err != nil:
+			reportEach(r.stderr, err)
+			failed++
+			continue
+		case len(claims) == 0 && r.f.all:
+			elsewhere++ // another worker holds it, or redelivered it since the list
+			continue
+		case len(claims) == 0:
+			reportEach(r.stderr, r.whyNotClaimed(ctx, id))
+			failed++
+			continue
+		}
+		if err := r.one(ctx, claims[0]); err != nil {
+			reportEach(r.stderr, err)
+			failed++
+		}
+	}
+	if elsewhere > 0 {
+		fmt.Fprintf(r.stdout, "%s left to other workers: leased to them, or redelivered since this command listed them\n", countNoun(elsewhere, "letter"))
+	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "grantretry-fleet: deadletter: %s not claimed: not in the database, already redelivered, or leased to another worker\n", countNoun(failed, "letter"))
+		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(len(ids), "letter"))
 	}
-	tp := grantretry.New(nil)
-	defer tp.CloseIdleConnections()
-	client := &http.Client{Transport: withHeaders{next: tp, header: hdr.h},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, c := range claims {
-		if err := redeliverOne(ctx, letters, c, client, *trustKey, *timeout, stdout); err != nil {
-			fmt.Fprintf(stderr, "grantretry-fleet: deadletter: %v\n", err)
+	if len(ids) == 0 {
+		fmt.Fprintln(r.stdout, "no letters to redeliver")
+	}
+	return nil
+}
+
+// whyNotClaimed says why the letter id named on the command line could
+// not be claimed.
+func (r *redeliverer) whyNotClaimed(ctx context.Context, id string) error {
+	_, rec, err := r.letters.Get(ctx, id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("letter %s not sent: there is no such letter in the database", id)
+	case err != nil:
+		return fmt.Errorf("letter %s not sent: %w", id, err)
+	case rec != nil:
+		return fmt.Errorf("letter %s not sent: it was redelivered already, %s", id, letterState(rec)[len("redelivered "):])
+	}
+	return fmt.Errorf("letter %s not sent: another worker holds its lease", id)
+}
+
+// one redelivers the claimed letter and, if it was answered 1xx-3xx, marks
+// it redelivered; Letters.Redeliver confirms the claim just before the
+// send.
+func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
+	l := c.Letter
+	if l.Ambiguous && l.IdempotencyKey != "" && !r.f.trustKey {
+		why := "its last attempt may have been applied"
+		if c.InFlight {
+			why = "an earlier redelivery of it was in flight when its lease ended or its worker died, so the funder may have it"
+		}
+		err := fmt.Errorf("letter %s not sent: %s; ask the funder first (fleet.Letters.Redeliver with a reconciler), or pass -trust-key if it honours Idempotency-Key", l.ID, why)
+		return errors.Join(err, r.letters.Release(ctx, c))
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.f.timeout)
+	defer cancel()
+	rec, err := r.letters.Redeliver(rctx, c, r.client, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "redelivered %s: answered %d (%s after %s)\n", l.ID, rec.Status, rec.Disposition, countNoun(rec.Attempts, "attempt"))
+	return nil
+}
+
+// plan prints what redelivering the letters ids would send, claiming,
+// sending and recording nothing.
+func (r *redeliverer) plan(ctx context.Context, ids []string) error {
+	failed := 0
+	for _, id := range ids {
+		l, rec, err := r.letters.Get(ctx, id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			err = fmt.Errorf("letter %s: there is no such letter in the database", id)
+		case err == nil && rec != nil:
+			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, letterState(rec)[len("redelivered "):])
+		case err == nil:
+			err = writePlan(r.stdout, l, &r.f.creds)
+		}
+		if err != nil {
+			reportEach(r.stderr, err)
 			failed++
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(total, "letter"))
+		return fmt.Errorf("%d of %s could not be planned", failed, countNoun(len(ids), "letter"))
 	}
-	if total == 0 {
-		fmt.Fprintln(stdout, "no letters to redeliver")
+	if len(ids) == 0 {
+		fmt.Fprintln(r.stdout, "no letters to redeliver")
 	}
 	return nil
-}
-
-func redeliverOne(ctx context.Context, letters *fleet.Letters, c *fleet.Claim, client *http.Client, trustKey bool, timeout time.Duration, stdout io.Writer) error {
-	l := c.Letter
-	if l.Ambiguous && l.IdempotencyKey != "" && !trustKey {
-		err := fmt.Errorf("letter %s not sent: its last attempt may have been applied; ask the funder first (fleet.Letters.Redeliver with a reconciler), or pass -trust-key if it honours Idempotency-Key", l.ID)
-		return errors.Join(err, letters.Release(ctx, c))
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r, err := letters.Redeliver(rctx, c, client, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "redelivered %s: answered %d (%s after %s)\n", l.ID, r.Status, r.Disposition, countNoun(r.Attempts, "attempt"))
-	return nil
-}
-
-// withHeaders sets its headers on a clone of each request.
-type withHeaders struct {
-	next   http.RoundTripper
-	header http.Header
-}
-
-func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range w.header {
-		r.Header[k] = v
-	}
-	return w.next.RoundTrip(r)
 }

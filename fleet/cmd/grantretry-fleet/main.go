@@ -6,8 +6,8 @@
 //	grantretry-fleet audit verify [-pg DSN] [LOCAL_TRAIL...]
 //	grantretry-fleet audit trace [-pg DSN] (--correlation ID | --submission ID | --key KEY)
 //	grantretry-fleet deadletter list [-pg DSN] [-json]
-//	grantretry-fleet deadletter show [-pg DSN] ID
-//	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-trust-key]
+//	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
+//	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run]
 //	grantretry-fleet sim [flags]
 //
 // The DSN comes from -pg or GRANTRETRY_PG_DSN. Errors go to standard
@@ -46,7 +46,7 @@ Commands:
   deadletter list   list the letters waiting in the database
   deadletter show   show one letter and, if redelivered, the record of it
   deadletter redeliver
-                    claim letters under a lease and send them again
+                    claim each letter under a lease just before sending it again
   sim               the fleet storm: P Transports sharing a database vs
                     P with local state (see docs/fleet.md)
 

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/fleet"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// toolFunder counts the submissions it receives by Idempotency-Key and
+// answers each with status after delay; one whose key is in hold gets no
+// answer until its client goes away.
+type toolFunder struct {
+	srv     *httptest.Server
+	delay   time.Duration
+	status  int
+	hold    map[string]bool
+	arrived chan string
+
+	mu   sync.Mutex
+	seen map[string]int
+	auth []string
+}
+
+func newToolFunder(t *testing.T, delay time.Duration, status int, hold ...string) *toolFunder {
+	f := &toolFunder{delay: delay, status: status, hold: map[string]bool{}, arrived: make(chan string, 1000), seen: map[string]int{}}
+	for _, k := range hold {
+		f.hold[k] = true
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(grantretry.HeaderIdempotencyKey)
+		io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		f.seen[key]++
+		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		f.mu.Unlock()
+		f.arrived <- key
+		wait := f.delay
+		if f.hold[key] {
+			wait = time.Hour
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return
+		}
+		w.WriteHeader(f.status)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *toolFunder) counts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]int, len(f.seen))
+	for k, v := range f.seen {
+		m[k] = v
+	}
+	return m
+}
+
+func (f *toolFunder) authorizations() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.auth...)
+}
+
+func putLetters(t *testing.T, pool *pgxpool.Pool, letters ...*grantretry.Letter) {
+	t.Helper()
+	s := fleet.NewLetters(pool, fleet.WithLimit(5*time.Second))
+	for _, l := range letters {
+		if err := s.PutDeadLetter(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// withBody returns l with body in place of its own.
+func withBody(l *grantretry.Letter, body []byte) *grantretry.Letter {
+	sum := sha256.Sum256(body)
+	l.Body, l.BodySHA256, l.BodyBytes = body, hex.EncodeToString(sum[:]), int64(len(body))
+	return l
+}
+
+// A second operator runs redeliver -all well into a first one's long batch,
+// after the lease the first would have held every letter under had it
+// claimed them all at once: the two share the letters, and none is sent
+// twice.
+func TestRedeliverAllBySecondOperatorDuringALongBatchSendsNoneTwice(t *testing.T) {
+	const n = 40
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 60*time.Millisecond, http.StatusCreated)
+	for i := range n {
+		putLetters(t, pool, testLetter(f.srv.URL, i, false))
+	}
+	const timeout = 400 * time.Millisecond // a lease of 500 ms
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	first := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-worker", "first", "-timeout", timeout.String())
+		first <- result{code, out, errOut}
+	}()
+	// Past the lease: 15 letters at 60 ms each.
+	for range 15 {
+		<-f.arrived
+	}
+	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-worker", "second", "-timeout", timeout.String())
+	if code != exitOK {
+		t.Errorf("second operator: exit %d\n%s%s", code, out, errOut)
+	}
+	r := <-first
+	if r.code != exitOK {
+		t.Errorf("first operator: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	seen := f.counts()
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("letter %s received %d times", k, c)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("the funder received %d letters, want %d", len(seen), n)
+	}
+	mine, theirs := strings.Count(r.out, "redelivered letter-"), strings.Count(out, "redelivered letter-")
+	if mine+theirs != n || theirs == 0 {
+		t.Errorf("the first operator redelivered %d letters and the second %d; want %d between them, some by the second", mine, theirs, n)
+	}
+}
+
+// TestHelperToolProcess is the tool run as a process of its own, by
+// TestRedeliverKilledMidSendLeavesItsLetterAmbiguous; it does nothing in
+// a test run.
+func TestHelperToolProcess(t *testing.T) {
+	args := os.Getenv("GRANTRETRY_FLEET_TOOL_ARGS")
+	if args == "" {
+		t.Skip("run as a subprocess only")
+	}
+	os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
+}
+
+// The tool's process is killed (SIGKILL) with its request on the wire. Its
+// letter stays leased until the lease ends, then is claimed again as
+// ambiguous: not sent again without -trust-key, and shown as ambiguous.
+func TestRedeliverKilledMidSendLeavesItsLetterAmbiguous(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusCreated, "key-0")
+	putLetters(t, pool, testLetter(f.srv.URL, 0, false))
+	const timeout = time.Second // a lease of 1.25 s
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperToolProcess$")
+	cmd.Env = append(os.Environ(), "GRANTRETRY_FLEET_TOOL_ARGS="+strings.Join(
+		[]string{"deadletter", "redeliver", "-pg", dsn, "letter-0", "-worker", "killed", "-timeout", timeout.String()}, "\x1f"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.arrived: // the request is on the wire
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the tool sent nothing:\n%s", out.String())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	var code int
+	var stdout, errOut string
+	for deadline := time.Now().Add(10 * timeout); time.Now().Before(deadline); time.Sleep(timeout / 10) {
+		code, stdout, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-worker", "next", "-timeout", timeout.String())
+		if !strings.Contains(stdout, "left to other workers") {
+			break // claimed: the lease has ended
+		}
+	}
+	if code != exitFailure || !strings.Contains(errOut, "letter letter-0 not sent: an earlier redelivery of it was in flight when its lease ended or its worker died") {
+		t.Fatalf("redeliver after the kill: exit %d\n%s%s", code, stdout, errOut)
+	}
+	if n := f.counts()["key-0"]; n != 1 {
+		t.Fatalf("the letter received %d times, want 1", n)
+	}
+	code, stdout, _ = runCLI("deadletter", "show", "-pg", dsn, "letter-0")
+	if code != exitOK || !strings.Contains(stdout, "ambiguous") || !strings.Contains(stdout, "waiting") {
+		t.Fatalf("show after the kill: exit %d\n%s", code, stdout)
+	}
+}
+
+// A redelivery's attempts and disposition are in the fleet's trail, under
+// the letter's submission id, and audit trace finds them.
+func TestRedeliverWritesItsAttemptsAndDispositionToTheFleetsTrail(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusCreated)
+	l := testLetter(f.srv.URL, 0, false)
+	l.SubmissionID = "GRANT-42"
+	putLetters(t, pool, l)
+	if code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0"); code != exitOK {
+		t.Fatalf("redeliver: exit %d\n%s%s", code, out, errOut)
+	}
+	msgs := map[string]int{}
+	var disposition any
+	_, err := fleet.ReadTrail(context.Background(), pool, func(r fleet.TrailRecord) error {
+		if r.Fields[grantretry.FieldSubmissionID] == "GRANT-42" {
+			msgs[r.Msg]++
+			if r.Msg == grantretry.MsgDisposition {
+				disposition = r.Fields[grantretry.FieldDisposition]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs[grantretry.MsgAttempt] != 1 || msgs[grantretry.MsgDisposition] != 1 || disposition != string(grantretry.Succeeded) {
+		t.Fatalf("the trail's records of GRANT-42: %v, disposition %v; want one attempt and a succeeded disposition", msgs, disposition)
+	}
+	code, out, errOut := runCLI("audit", "trace", "-pg", dsn, "--submission", "GRANT-42")
+	if code != exitOK || !strings.Contains(out, "disposition=succeeded") {
+		t.Fatalf("audit trace: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// show prints the letter field by field, its body as text when it is
+// printable text of at most 4096 bytes and as its size and SHA-256
+// otherwise; -json prints it as stored.
+func TestShowPrintsTheLetterAsFieldsAndItsBodyAsText(t *testing.T) {
+	dsn, pool := newDB(t)
+	text := testLetter("http://funder.example", 0, false)
+	binary := withBody(testLetter("http://funder.example", 1, false), []byte{0x1b, '[', '2', 'J', 0xff, 0})
+	putLetters(t, pool, text, binary)
+
+	code, out, _ := runCLI("deadletter", "show", "-pg", dsn, "letter-0")
+	for _, want := range []string{"idempotency key  key-0", "state            waiting", "\n{\"application\":0}\n", "body             17 bytes, sha256 " + text.BodySHA256} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("show letter-0: exit %d, want %q in\n%s", code, want, out)
+		}
+	}
+	code, out, _ = runCLI("deadletter", "show", "-pg", dsn, "letter-1")
+	if code != exitOK || !strings.Contains(out, "(the body is not text of at most 4096 bytes: -body writes it out)") || strings.Contains(out, "\x1b") {
+		t.Errorf("show letter-1: exit %d\n%q", code, out)
+	}
+	code, out, _ = runCLI("deadletter", "show", "-pg", dsn, "letter-1", "-body")
+	if code != exitOK || out != string(binary.Body) {
+		t.Errorf("show -body: exit %d, %q", code, out)
+	}
+	code, out, _ = runCLI("deadletter", "show", "-pg", dsn, "letter-1", "-json")
+	var raw struct {
+		Letter     grantretry.Letter `json:"letter"`
+		Redelivery any               `json:"redelivery"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); code != exitOK || err != nil || !bytes.Equal(raw.Letter.Body, binary.Body) || raw.Redelivery != nil {
+		t.Errorf("show -json: exit %d, %v\n%s", code, err, out)
+	}
+}
+
+// -dry-run prints what would be sent, with a -header-env header named by
+// its variable and never shown, and sends, claims and records nothing.
+func TestRedeliverDryRunSendsNothingAndShowsNoHeaderEnvValue(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusCreated)
+	putLetters(t, pool, testLetter(f.srv.URL, 0, false), testLetter(f.srv.URL, 1, true))
+	t.Setenv("FLEET_TEST_TOKEN", "Bearer s3cret")
+	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-dry-run", "-header-env", "Authorization=FLEET_TEST_TOKEN")
+	if code != exitOK || strings.Contains(out+errOut, "s3cret") {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"letter letter-0 (dry run: nothing sent)\n  POST " + f.srv.URL + "/submit\n",
+		"  Authorization: [not shown: from $FLEET_TEST_TOKEN]\n",
+		"letter letter-1 (dry run: nothing sent)",
+		"  warning: its last attempt may have been applied: it is sent only with -trust-key\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run: want %q in\n%s", want, out)
+		}
+	}
+	if seen := f.counts(); len(seen) != 0 {
+		t.Errorf("a dry run sent %v", seen)
+	}
+	var claimed, records int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM grantretry_letters WHERE claims > 0 OR state <> 'waiting'`).Scan(&claimed); err != nil || claimed != 0 {
+		t.Errorf("a dry run claimed or changed %d letters (%v)", claimed, err)
+	}
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM grantretry_trail`).Scan(&records); err != nil || records != 0 {
+		t.Errorf("a dry run wrote %d trail records (%v)", records, err)
+	}
+
+	// The real run sends the header's value, read from the variable.
+	t.Setenv("FLEET_TEST_TOKEN", "Bearer s3cret")
+	code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "-header-env", "Authorization=FLEET_TEST_TOKEN")
+	if auth := f.authorizations(); code != exitOK || len(auth) != 1 || auth[0] != "Bearer s3cret" {
+		t.Fatalf("redeliver -header-env: exit %d, Authorization %q\n%s%s", code, auth, out, errOut)
+	}
+	code, _, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-header-env", "Authorization=FLEET_TEST_UNSET")
+	if code != exitUsage || !strings.Contains(errOut, "-header-env #1 (Authorization): the environment variable it names is not set") {
+		t.Fatalf("-header-env of an unset variable: exit %d, %s", code, errOut)
+	}
+}
+
+// A failed redelivery is reported with the tool's prefix and no second
+// "grantretry:" after it.
+func TestRedeliverFailurePrintsTheGrantretryPrefixOnce(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusBadRequest)
+	putLetters(t, pool, testLetter(f.srv.URL, 0, false))
+	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-9")
+	if code != exitFailure || strings.Contains(out, "redelivered letter-0") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"grantretry-fleet: deadletter: letter letter-0: redelivery answered 400\n",
+		"grantretry-fleet: deadletter: letter letter-9 not sent: there is no such letter in the database\n",
+		"grantretry-fleet: deadletter: 2 of 2 letters not redelivered\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("want %q in\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, ": grantretry: ") {
+		t.Errorf("the prefix twice:\n%s", errOut)
+	}
+}
