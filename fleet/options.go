@@ -10,7 +10,9 @@ import (
 // Defaults of the options.
 const (
 	// DefaultLease is how long a claimed letter stays with its worker
-	// before another may claim it.
+	// before another may claim it. Letters.Redeliver cuts a send a tenth
+	// of the lease before it ends, which leaves 54 s: longer than a
+	// redelivering Transport's whole call (grantretry.DefaultDeadline).
 	DefaultLease = time.Minute
 	// DefaultDepositEvery is how often a Coordinator writes the successes
 	// it counted to the shared retry budget.
@@ -68,7 +70,9 @@ func WithLimit(d time.Duration) Option {
 
 // WithLease sets how long a claimed letter stays with its worker (default
 // DefaultLease): a worker that dies holding it leaves it to be claimed
-// again once the lease ends.
+// again once the lease ends. Make it longer than a redelivery may last,
+// the redelivering client's deadline plus a margin: Letters.Redeliver
+// renews it as it sends and cuts the send a tenth of it before it ends.
 func WithLease(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
