@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-
-	"context"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"

@@ -120,7 +120,11 @@ func TestRedeliverAllBySecondOperatorDuringALongBatchSendsNoneTwice(t *testing.T
 	}()
 	// Past the lease: 15 letters at 60 ms each.
 	for range 15 {
-		<-f.arrived
+		select {
+		case <-f.arrived:
+		case r := <-first:
+			t.Fatalf("the first operator ended before the second started: exit %d\n%s%s", r.code, r.out, r.errOut)
+		}
 	}
 	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-worker", "second", "-timeout", timeout.String())
 	if code != exitOK {
