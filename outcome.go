@@ -78,8 +78,8 @@ var (
 	// without a response.
 	ErrDeadLetter = errors.New("grantretry: dead letter")
 	// ErrInvalidRequest matches a request refused before any attempt: a nil
-	// URL, an unsupported scheme, a header with CR or LF, a bad submission
-	// id.
+	// URL, an unsupported scheme, a header or trailer with CR or LF, a
+	// method that is not an RFC 9110 token, a bad submission id.
 	ErrInvalidRequest = errors.New("grantretry: invalid request")
 	// ErrInvalidOption matches the error of every call through a Transport
 	// built with an invalid option.

@@ -1084,15 +1084,38 @@ func validateTarget(r *http.Request) error {
 	if r.URL.Host == "" {
 		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
 	}
-	if !commonMethod(r.Method) && (hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}")) {
-		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, r.Method)
+	// net/http takes a method that is an RFC 9110 token, as a header
+	// name is, and refuses any other before it dials.
+	if !commonMethod(r.Method) && !validHeaderName(r.Method) {
+		return fmt.Errorf("%w: invalid method %q (not an RFC 9110 token)", ErrInvalidRequest, r.Method)
 	}
 	if (r.Body == nil || r.Body == http.NoBody) && r.ContentLength > 0 {
 		return fmt.Errorf("%w: ContentLength %d with no body", ErrInvalidRequest, r.ContentLength)
 	}
-	for k := range r.Trailer {
-		if !validHeaderName(k) {
-			return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
+	for k, vs := range r.Trailer {
+		if err := validateTrailer(k, vs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTrailer checks one trailer as net/http does: its name a token
+// that is not one of the three net/http refuses to announce (it fails on
+// those only once the request is being written), and its values, as far
+// as they are set when the call starts, header values.
+func validateTrailer(k string, vs []string) error {
+	if !validHeaderName(k) {
+		return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
+	}
+	for _, forbidden := range [...]string{"Transfer-Encoding", "Trailer", "Content-Length"} {
+		if foldEq(k, forbidden) {
+			return fmt.Errorf("%w: %s cannot be a trailer", ErrInvalidRequest, forbidden)
+		}
+	}
+	for _, v := range vs {
+		if hasControl(v) {
+			return fmt.Errorf("%w: trailer %s has a control character (CR or LF?)", ErrInvalidRequest, k)
 		}
 	}
 	return nil
