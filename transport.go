@@ -831,7 +831,7 @@ func (c *call) decide(resp *http.Response) decision {
 	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
 		return decision{stop: stop, disp: DeadLetter}
 	}
-	if c.host.breaker.isOpen() {
+	if c.breakerRefuses() {
 		// The breaker opened, on this failure or another call's: do not
 		// wait for an attempt it will refuse. It is checked before the
 		// throttle because when both trip at once, "the funder is down"
