@@ -255,23 +255,30 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 		c.out.StopReason == StopAuditTrail, c.callerErr() != nil:
 		return nil
 	}
-	// The attempt's response may be held, and a held response keeps the
-	// call's deadline from ending callCtx: the question gets a deadline
-	// of its own, the call's as the Clock tells it, and lives as long as
-	// the call, since the reconciler's response may be read under it.
+	// The call is held from here on, as it is while a response is judged:
+	// its deadline, passing now, would cut the reconciler's response on
+	// its way to the caller. The question gets a deadline of its own, the
+	// call's as the Clock tells it, on a timer that stops once the
+	// reconciler has answered: its response is the caller's to read, as
+	// any returned response is, with no deadline on it. Its context lives
+	// as long as the call, since that response may be read under it.
 	left := c.budget.deadline.Sub(c.t.clock.Now())
-	if left <= 0 || c.callCtx().Err() != nil {
+	if left <= 0 || !c.hold(c.callCtx()) || c.callCtx().Err() != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeoutCause(c.callCtx(), left, errCallDeadline)
-	c.askCancel = cancel
+	ctx, cancel := context.WithCancelCause(c.callCtx())
+	timer := time.AfterFunc(left, func() { cancel(errCallDeadline) })
 	resp, _ := c.reconcile(ctx)
-	if resp != nil {
-		if a.resp != nil {
-			drain(a.resp.Body) // still held: no timer fires on the reconciler's answer
-		}
-		a.stop(true)
+	timer.Stop()
+	if resp == nil {
+		cancel(nil)
+		return nil
 	}
+	c.askCancel = func() { cancel(nil) }
+	if a.resp != nil {
+		drain(a.resp.Body) // still held: no timer fires on the reconciler's answer
+	}
+	a.stop(true)
 	return resp
 }
 
