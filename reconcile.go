@@ -31,9 +31,13 @@ type ReconcileFunc func(ctx context.Context, q ReconcileQuery) (*http.Response, 
 // ReconcileQuery is what a ReconcileFunc is asked about.
 type ReconcileQuery struct {
 	// Request is a copy of the caller's request, with the Transport's
-	// Idempotency-Key and X-Correlation-ID; its body, if any, is fresh and
-	// can be read again through GetBody. The Transport closes that body
-	// once the reconciler has returned.
+	// Idempotency-Key and X-Correlation-ID. A body the Transport can send
+	// again (buffered under the replay limit, or through the caller's
+	// GetBody) is there fresh, and can be read again through GetBody; the
+	// Transport closes it once the reconciler has returned. A body it
+	// cannot (over the replay limit without GetBody, streamed once to the
+	// funder) is gone: Body and GetBody are nil and ContentLength is 0, so
+	// the funder is asked by the submission's id or key, not its bytes.
 	Request        *http.Request
 	SubmissionID   string // from WithSubmissionID, "" if none
 	IdempotencyKey string
@@ -188,7 +192,14 @@ func (c *call) askReconciler(ctx context.Context) (*http.Response, error) {
 func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
 	req := c.base.Clone(ctx)
 	req.Body, req.GetBody = nil, nil
-	if !c.p.empty() {
+	switch {
+	case c.p.empty():
+	case !c.p.replayable():
+		// Streamed once, and spent: nothing here can be read, so nothing
+		// says it can. A length without a body would fail the request
+		// if the reconciler sent it on.
+		req.ContentLength = 0
+	default:
 		req.GetBody = c.p.body
 		if body, err := c.p.body(); err == nil {
 			req.Body = body
