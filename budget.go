@@ -33,6 +33,7 @@ const (
 	StopAuditTrail      = "audit_trail_failed"          // the audit trail could not record the call, so it was not sent
 	StopReconciled      = "reconciled"                  // the reconciler said the funder has the submission
 	StopUnreconciled    = "reconcile_unanswered"        // the last attempt was ambiguous, and the reconciler never told whether the funder has it
+	StopInvalidOption   = "invalid_option"              // the Transport was built with an invalid option (see Transport.Err), so nothing was sent
 )
 
 // callBudget is the retry budget of one logical call. It belongs to one

@@ -76,7 +76,8 @@
 // returns an *Error, whose Outcome says the same and whose Unwrap gives the
 // last cause; errors.Is matches ErrCircuitOpen, ErrDeadLetter,
 // ErrInvalidRequest, ErrInvalidOption, context.Canceled and
-// context.DeadlineExceeded as they apply.
+// context.DeadlineExceeded as they apply. Transport.Err reports an
+// invalid option at start-up, before any call.
 //
 // http.Client replaces the error of a call it timed out (Client.Timeout)
 // with its own, which still matches context.DeadlineExceeded but is no

@@ -147,6 +147,18 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 	return c.host.breaker.allow()
 }
 
+// breakerRefuses reports whether the breaker that decides the call's next
+// attempt refuses it: the local one, unless the fleet's breaker is closed,
+// in which case allow lets the attempt through whatever the local one
+// says, and a retry must not be refused for it. A fleet's open breaker is
+// fleetStop's to report.
+func (c *call) breakerRefuses() bool {
+	if fh := c.host.fleet; fh != nil && c.host.cfg.breakerOn && fh.State() == FleetClosed {
+		return false
+	}
+	return c.host.breaker.isOpen()
+}
+
 // fleetVerdict tells the fleet what an attempt showed; brk is what the
 // local breaker was told.
 func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {

@@ -1,7 +1,6 @@
 package grantretry
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -358,10 +357,36 @@ func isNil(v any) bool {
 
 // configError is the error every call of a misconfigured Transport returns.
 func (c *config) configError() error {
-	if len(c.errs) == 0 {
+	switch len(c.errs) {
+	case 0:
 		return nil
+	case 1:
+		return c.errs[0]
 	}
-	return errors.Join(c.errs...)
+	return &optionErrors{errs: c.errs}
 }
+
+// optionErrors is several invalid options in one error, on one line: an
+// error is often logged as one, and errors.Join's newlines split it. Each
+// of them matches ErrInvalidOption. It is used by pointer, so that the
+// error can be compared with ==, as errors.Is does.
+type optionErrors struct{ errs []error }
+
+func (e *optionErrors) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrInvalidOption.Error())
+	fmt.Fprintf(&b, ": %d options are invalid: ", len(e.errs))
+	prefix := ErrInvalidOption.Error() + ": "
+	for i, err := range e.errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimPrefix(err.Error(), prefix))
+	}
+	return b.String()
+}
+
+// Unwrap returns each invalid option's error, for errors.Is and errors.As.
+func (e *optionErrors) Unwrap() []error { return e.errs }
 
 var _ http.RoundTripper = (*Transport)(nil)

@@ -23,7 +23,8 @@ const (
 	FailedTerminal Disposition = "failed_terminal"
 	// DeadLetter: the failure was transient but the call cannot go on (the
 	// retry budget, the deadline, a Retry-After past the deadline, or a
-	// request that is not safe to repeat). The work is still owed.
+	// request that is not safe to repeat), or the Transport was built with
+	// an invalid option and sent nothing. The work is still owed.
 	DeadLetter Disposition = "dead_letter"
 	// CircuitOpen: the host's circuit breaker refused the attempt.
 	CircuitOpen Disposition = "circuit_open"
@@ -78,11 +79,11 @@ var (
 	// without a response.
 	ErrDeadLetter = errors.New("grantretry: dead letter")
 	// ErrInvalidRequest matches a request refused before any attempt: a nil
-	// URL, an unsupported scheme, a header with CR or LF, a bad submission
-	// id.
+	// URL, an unsupported scheme, a header or trailer with CR or LF, a
+	// method that is not an RFC 9110 token, a bad submission id.
 	ErrInvalidRequest = errors.New("grantretry: invalid request")
 	// ErrInvalidOption matches the error of every call through a Transport
-	// built with an invalid option.
+	// built with an invalid option, and the error its Err returns.
 	ErrInvalidOption = errors.New("grantretry: invalid option")
 )
 

@@ -31,9 +31,13 @@ type ReconcileFunc func(ctx context.Context, q ReconcileQuery) (*http.Response, 
 // ReconcileQuery is what a ReconcileFunc is asked about.
 type ReconcileQuery struct {
 	// Request is a copy of the caller's request, with the Transport's
-	// Idempotency-Key and X-Correlation-ID; its body, if any, is fresh and
-	// can be read again through GetBody. The Transport closes that body
-	// once the reconciler has returned.
+	// Idempotency-Key and X-Correlation-ID. A body the Transport can send
+	// again (buffered under the replay limit, or through the caller's
+	// GetBody) is there fresh, and can be read again through GetBody; the
+	// Transport closes it once the reconciler has returned. A body it
+	// cannot (over the replay limit without GetBody, streamed once to the
+	// funder) is gone: Body and GetBody are nil and ContentLength is 0, so
+	// the funder is asked by the submission's id or key, not its bytes.
 	Request        *http.Request
 	SubmissionID   string // from WithSubmissionID, "" if none
 	IdempotencyKey string
@@ -188,7 +192,14 @@ func (c *call) askReconciler(ctx context.Context) (*http.Response, error) {
 func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
 	req := c.base.Clone(ctx)
 	req.Body, req.GetBody = nil, nil
-	if !c.p.empty() {
+	switch {
+	case c.p.empty():
+	case !c.p.replayable():
+		// Streamed once, and spent: nothing here can be read, so nothing
+		// says it can. A length without a body would fail the request
+		// if the reconciler sent it on.
+		req.ContentLength = 0
+	default:
 		req.GetBody = c.p.body
 		if body, err := c.p.body(); err == nil {
 			req.Body = body
@@ -255,23 +266,30 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 		c.out.StopReason == StopAuditTrail, c.callerErr() != nil:
 		return nil
 	}
-	// The attempt's response may be held, and a held response keeps the
-	// call's deadline from ending callCtx: the question gets a deadline
-	// of its own, the call's as the Clock tells it, and lives as long as
-	// the call, since the reconciler's response may be read under it.
+	// The call is held from here on, as it is while a response is judged:
+	// its deadline, passing now, would cut the reconciler's response on
+	// its way to the caller. The question gets a deadline of its own, the
+	// call's as the Clock tells it, on a timer that stops once the
+	// reconciler has answered: its response is the caller's to read, as
+	// any returned response is, with no deadline on it. Its context lives
+	// as long as the call, since that response may be read under it.
 	left := c.budget.deadline.Sub(c.t.clock.Now())
-	if left <= 0 || c.callCtx().Err() != nil {
+	if left <= 0 || !c.hold(c.callCtx()) || c.callCtx().Err() != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeoutCause(c.callCtx(), left, errCallDeadline)
-	c.askCancel = cancel
+	ctx, cancel := context.WithCancelCause(c.callCtx())
+	timer := time.AfterFunc(left, func() { cancel(errCallDeadline) })
 	resp, _ := c.reconcile(ctx)
-	if resp != nil {
-		if a.resp != nil {
-			drain(a.resp.Body) // still held: no timer fires on the reconciler's answer
-		}
-		a.stop(true)
+	timer.Stop()
+	if resp == nil {
+		cancel(nil)
+		return nil
 	}
+	c.askCancel = func() { cancel(nil) }
+	if a.resp != nil {
+		drain(a.resp.Body) // still held: no timer fires on the reconciler's answer
+	}
+	a.stop(true)
 	return resp
 }
 

@@ -45,7 +45,8 @@ type Transport struct {
 // New returns a Transport that sends through next, or through
 // cleanhttp.DefaultPooledTransport() if next is nil. New never fails: an
 // invalid option makes every call through the Transport fail at once with an
-// error matching ErrInvalidOption, before anything is sent.
+// error matching ErrInvalidOption, before anything is sent; Err reports it
+// at once, so that a pipeline can check its Transport at start-up.
 func New(next http.RoundTripper, opts ...Option) *Transport {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -74,6 +75,15 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	}
 	return t
 }
+
+// Err returns nil when every option given to New was valid, and otherwise
+// the error, matching ErrInvalidOption, that every call through the
+// Transport fails with (a request that is itself invalid is refused as
+// one first): such a call sends nothing, and ends DeadLetter
+// (StopInvalidOption), its letter kept if WithDeadLetter was given a
+// valid sink, since the work it carried is still owed. Several invalid
+// options make one error, on one line, that matches each of their causes.
+func (t *Transport) Err() error { return t.err }
 
 // CloseIdleConnections closes the idle connections of the inner transport,
 // if it has such a method. The Transport never calls it itself: a failed
@@ -217,10 +227,6 @@ func (c *call) prepare() error {
 	if req == nil {
 		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	if err := t.err; err != nil {
-		closeBody(req)
-		return err
-	}
 	id, hasID := submissionID(req.Context())
 	if hasID {
 		c.out.SubmissionID = id
@@ -230,8 +236,11 @@ func (c *call) prepare() error {
 		closeBody(req)
 		return err
 	}
-	c.host = t.hosts.forURL(req.URL)
-	c.pol = c.host.cfg
+	if t.err == nil {
+		// A misconfigured Transport makes no host state: it sends nothing.
+		c.host = t.hosts.forURL(req.URL)
+		c.pol = c.host.cfg
+	}
 	if c.span == nil {
 		c.ctx = req.Context()
 	}
@@ -262,6 +271,14 @@ func (c *call) prepare() error {
 	if callerKey == "" {
 		c.out.IdempotencyKey = p.key
 	}
+	if err := t.err; err != nil {
+		// A sound request through a misconfigured Transport: nothing is
+		// sent, and the work is owed, kept with its body as a letter.
+		c.start = t.clock.Now()
+		c.out.Disposition, c.out.StopReason = DeadLetter, StopInvalidOption
+		c.keepUnsentBody()
+		return err
+	}
 	// The budget's deadline runs from the first attempt, not from reading
 	// a large body.
 	c.start = t.clock.Now()
@@ -277,6 +294,26 @@ func (c *call) prepare() error {
 	c.buildBase(&hc)
 	c.budget = newCallBudget(c.ctx, c.start, c.pol.maxRetries, c.pol.deadline)
 	return nil
+}
+
+// keepUnsentBody reads the rest of a body too large to replay, which no
+// attempt has taken, so that the letter of a call that sends nothing
+// holds it whole (up to MaxLetterBody, as any letter).
+func (c *call) keepUnsentBody() {
+	p := &c.p
+	if p.first == nil || c.t.cfg.letters == nil {
+		return
+	}
+	rc := p.first
+	p.first = nil
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, MaxLetterBody+1))
+	switch {
+	case err != nil:
+		p.whyNotRe = fmt.Sprintf("reading the body for the letter failed: %v", err)
+	case len(b) <= MaxLetterBody:
+		p.buf, p.size, p.whyNotRe = b, int64(len(b)), ""
+	}
 }
 
 // buildBase makes the request every attempt is copied from: a shallow copy
@@ -831,7 +868,7 @@ func (c *call) decide(resp *http.Response) decision {
 	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
 		return decision{stop: stop, disp: DeadLetter}
 	}
-	if c.host.breaker.isOpen() {
+	if c.breakerRefuses() {
 		// The breaker opened, on this failure or another call's: do not
 		// wait for an attempt it will refuse. It is checked before the
 		// throttle because when both trip at once, "the funder is down"
@@ -1084,15 +1121,38 @@ func validateTarget(r *http.Request) error {
 	if r.URL.Host == "" {
 		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
 	}
-	if !commonMethod(r.Method) && (hasControl(r.Method) || strings.ContainsAny(r.Method, " ()<>@,;:\\\"/[]?={}")) {
-		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, r.Method)
+	// net/http takes a method that is an RFC 9110 token, as a header
+	// name is, and refuses any other before it dials.
+	if !commonMethod(r.Method) && !validHeaderName(r.Method) {
+		return fmt.Errorf("%w: invalid method %q (not an RFC 9110 token)", ErrInvalidRequest, r.Method)
 	}
 	if (r.Body == nil || r.Body == http.NoBody) && r.ContentLength > 0 {
 		return fmt.Errorf("%w: ContentLength %d with no body", ErrInvalidRequest, r.ContentLength)
 	}
-	for k := range r.Trailer {
-		if !validHeaderName(k) {
-			return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
+	for k, vs := range r.Trailer {
+		if err := validateTrailer(k, vs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTrailer checks one trailer as net/http does: its name a token
+// that is not one of the three net/http refuses to announce (it fails on
+// those only once the request is being written), and its values, as far
+// as they are set when the call starts, header values.
+func validateTrailer(k string, vs []string) error {
+	if !validHeaderName(k) {
+		return fmt.Errorf("%w: invalid trailer name %q", ErrInvalidRequest, k)
+	}
+	for _, forbidden := range [...]string{"Transfer-Encoding", "Trailer", "Content-Length"} {
+		if foldEq(k, forbidden) {
+			return fmt.Errorf("%w: %s cannot be a trailer", ErrInvalidRequest, forbidden)
+		}
+	}
+	for _, v := range vs {
+		if hasControl(v) {
+			return fmt.Errorf("%w: trailer %s has a control character (CR or LF?)", ErrInvalidRequest, k)
 		}
 	}
 	return nil
