@@ -52,6 +52,8 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		return dlShow(args[1:], stdout)
 	case sub == "redeliver":
 		return dlRedeliver(args[1:], stdout, stderr)
+	case sub == "drain":
+		return dlDrain(args[1:], stdout)
 	default:
 		return usagef("unknown subcommand %q: list, show or redeliver", sub)
 	}
