@@ -29,8 +29,9 @@ import (
 //
 // A letter is in one place. An insert the caller stopped waiting for runs
 // on (it is not cancelled), and if it commits, the letter's fallback file
-// is removed: the database has it. An insert whose fate stays unknown (the
-// connection lost mid-commit) may have committed beside its file; Drain
+// is removed: the database has it. An insert whose end is not known (its
+// connection lost mid-commit) is inserted again to learn it; should that
+// fail too, the letter may be in the database beside its file. Drain
 // moves the fallback directory's letters into the database under their
 // IDs, adding none that is there already, and letters are redelivered
 // from the database only, so that such a letter is sent once.
@@ -56,9 +57,9 @@ type Letters struct {
 
 var _ grantretry.DeadLetterSink = (*Letters)(nil)
 
-// letterConns is how many connections Letters' own pool opens at most, and
-// letterSlots how many inserts a Letters runs at once, the others
-// waiting for a connection: past that, a letter goes to the fallback
+// letterConns is how many connections Letters' own pool opens at most,
+// and letterSlots how many inserts a Letters has in flight, running or
+// waiting for one of them: past that, a letter goes to the fallback
 // directory at once.
 const (
 	letterConns = 2
@@ -105,8 +106,8 @@ func (s *Letters) run() time.Duration {
 }
 
 // Close waits for the inserts in flight, at most their bound, and closes
-// Letters' own pool, not the one given to NewLetters. PutDeadLetter and
-// Drain then keep letters in the fallback directory.
+// Letters' own pool, not the one given to NewLetters. PutDeadLetter then
+// keeps each letter in the fallback directory.
 func (s *Letters) Close() {
 	s.closeMu.Lock()
 	s.closing = true

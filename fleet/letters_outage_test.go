@@ -252,6 +252,19 @@ func TestFleetLettersAtTheirDefaultLimitKeepTheBreakerAndLandOnce(t *testing.T) 
 	on := runLettersOutage(t, dsn, true)
 	t.Logf("letters on:  %s", on.summary())
 
+	// The processes keep the fleet's state, and the breaker its probes,
+	// as without letters.
+	unknown := func(r outageRunResult) int64 { return r.sum(func(x lettersReport) int64 { return int64(x.Unknown) }) }
+	if unknown(on) > unknown(off) {
+		t.Errorf("with letters the processes were FleetUnknown in %d samples, without them in %d: the database was up", unknown(on), unknown(off))
+	}
+	// The fleet's own figure: one probe per probe interval across the
+	// processes, in the outage after its first second; two more as slack.
+	fleetFigure := int((lettersDown-time.Second)/DefaultProbeEvery) + 1
+	if bound := max(off.probes(), fleetFigure) + 2; on.probes() > bound {
+		t.Errorf("with letters the funder got %d probes in the outage, without them %d (the fleet's figure %d)", on.probes(), off.probes(), fleetFigure)
+	}
+
 	// Every letter owed is in exactly one place.
 	places := map[string]int{}
 	owed := map[string]bool{}
@@ -365,18 +378,6 @@ func TestFleetLettersAtTheirDefaultLimitKeepTheBreakerAndLandOnce(t *testing.T) 
 		t.Errorf("%d letters not sent exactly once: %v", len(notOnce), notOnce[:min(5, len(notOnce))])
 	}
 
-	// The processes keep the fleet's state, and the breaker its probes,
-	// as without letters.
-	unknown := func(r outageRunResult) int64 { return r.sum(func(x lettersReport) int64 { return int64(x.Unknown) }) }
-	if unknown(on) > unknown(off) {
-		t.Errorf("with letters the processes were FleetUnknown in %d samples, without them in %d: the database was up", unknown(on), unknown(off))
-	}
-	// The fleet's own figure: one probe per probe interval across the
-	// processes, in the outage after its first second.
-	fleetFigure := int((lettersDown-time.Second)/DefaultProbeEvery) + 1
-	if bound := max(off.probes(), fleetFigure) + 2; on.probes() > bound {
-		t.Errorf("with letters the funder got %d probes in the outage, without them %d (the fleet's figure %d)", on.probes(), off.probes(), fleetFigure)
-	}
 }
 
 // redeliverAll claims and redelivers every waiting letter, 8 workers at

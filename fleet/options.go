@@ -21,10 +21,10 @@ const (
 	// DefaultLetterLimit is how long Letters waits for the database to
 	// commit a letter before it keeps the letter in the fallback
 	// directory. A letter is written once a call has given up, off the
-	// success path, and its insert commits synchronously: a limit of a
-	// request's database calls (DefaultLimit) cut most of them in an
-	// outage, when every refused call writes one, and each cut insert
-	// fell back although the database was up.
+	// success path, and its insert commits synchronously: at the limit of
+	// a request's fleet questions (DefaultLimit) most inserts of an
+	// outage, when every refused call writes a letter, would be cut and
+	// fall back although the database is up.
 	DefaultLetterLimit = time.Second
 )
 
