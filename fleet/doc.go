@@ -6,12 +6,14 @@
 // a database driver; see docs/fleet.md.
 //
 // Nothing here sits on a call's success path. What a failed call asks of
-// the database is bounded by a short limit (DefaultLimit), and when the
-// database is away the Transport runs on its local state.
+// the database is bounded by a short limit (DefaultLimit; a dead letter's
+// commit by DefaultLetterLimit), and when the database is away the
+// Transport runs on its local state.
 package fleet
 
 import "time"
 
-// DefaultLimit bounds every database call a request makes: a Transport
-// never waits longer on the fleet's database.
+// DefaultLimit bounds every database call a request makes but a dead
+// letter's commit (DefaultLetterLimit): a Transport never waits longer on
+// the fleet's database for its breaker, its budget or its trail.
 const DefaultLimit = 5 * time.Millisecond

@@ -128,7 +128,7 @@ func TestLettersFallBackToALocalDirectoryWhenTheDatabaseIsAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewLetters(pool, WithFallback(dir))
-	pool.Close() // the database is away
+	lettersAway(t, pool)
 	l := testLetter("http://funder.example", 7)
 	err = s.PutDeadLetter(context.Background(), l)
 	var fe *FallbackError
@@ -172,7 +172,7 @@ func TestLettersThroughATransportKeepRecordErrWhenFallingBack(t *testing.T) {
 	if ls, err := s.List(context.Background()); err != nil || len(ls) != 1 {
 		t.Fatalf("List: %d, %v", len(ls), err)
 	}
-	pool.Close()
+	lettersAway(t, pool)
 	out = call()
 	var fe *FallbackError
 	if !errors.As(out.RecordErr, &fe) || fe.Dir == "" {
@@ -218,7 +218,7 @@ func TestLettersNotKeptAnywhereSayWhy(t *testing.T) {
 				opts = append(opts, WithFallback(tc.fallback))
 			}
 			s := NewLetters(pool, opts...)
-			pool.Close() // the database is away
+			lettersAway(t, pool)
 			err := s.PutDeadLetter(context.Background(), testLetter("http://funder.example", 8))
 			var fe *FallbackError
 			if !errors.As(err, &fe) || fe.Dir != "" || fe.KeptAt() != "" {

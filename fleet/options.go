@@ -20,6 +20,14 @@ const (
 	// DefaultReread is how often a Coordinator re-reads the breakers'
 	// rows, in case a notification was lost.
 	DefaultReread = time.Second
+	// DefaultLetterLimit is how long Letters waits for the database to
+	// commit a letter before it keeps the letter in the fallback
+	// directory. A letter is written once a call has given up, off the
+	// success path, and its insert commits synchronously: at the limit of
+	// a request's fleet questions (DefaultLimit) most inserts of an
+	// outage, when every refused call writes a letter, would be cut and
+	// fall back although the database is up.
+	DefaultLetterLimit = time.Second
 )
 
 // An Option configures a Letters, a Trail or a Coordinator; each reads the
@@ -32,6 +40,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	limit        time.Duration
+	limitSet     bool          // WithLimit gave limit: Letters keeps it
+	letterRun    time.Duration // tests' bound of a letter's insert; 0: letterRun
 	lease        time.Duration
 	fallback     *deadletter.Dir
 	localTrail   *trail.Trail
@@ -58,12 +68,12 @@ func newConfig(opts []Option) config {
 }
 
 // WithLimit bounds each database call that a request waits on (default
-// DefaultLimit). A call that would take longer is given up, and the
-// request goes on with local state.
+// DefaultLimit; for Letters, DefaultLetterLimit). A call that would take
+// longer is given up, and the request goes on with local state.
 func WithLimit(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
-			c.limit = d
+			c.limit, c.limitSet = d, true
 		}
 	})
 }

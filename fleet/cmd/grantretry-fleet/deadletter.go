@@ -31,11 +31,11 @@ Lists the letters waiting in the database (not redelivered), oldest first.
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("missing subcommand: list, show or redeliver")
+		return usagef("missing subcommand: list, show, redeliver or drain")
 	}
 	switch sub := args[0]; {
 	case isHelp(sub):
-		io.WriteString(stdout, dlListSynopsis+"\n"+dlShowSynopsis+"\n"+dlRedeliverSynopsis)
+		io.WriteString(stdout, dlListSynopsis+"\n"+dlShowSynopsis+"\n"+dlRedeliverSynopsis+"\n"+dlDrainSynopsis)
 		return flag.ErrHelp
 	case sub == "list":
 		return dlList(args[1:], stdout)
@@ -43,8 +43,10 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		return dlShow(args[1:], stdout)
 	case sub == "redeliver":
 		return dlRedeliver(args[1:], stdout, stderr)
+	case sub == "drain":
+		return dlDrain(args[1:], stdout)
 	default:
-		return usagef("unknown subcommand %q: list, show or redeliver", sub)
+		return usagef("unknown subcommand %q: list, show, redeliver or drain", sub)
 	}
 }
 

@@ -8,6 +8,7 @@
 //	grantretry-fleet deadletter list [-pg DSN] [-json]
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run]
+//	grantretry-fleet deadletter drain [-pg DSN] DIR...
 //	grantretry-fleet sim [flags]
 //
 // The DSN comes from -pg or GRANTRETRY_PG_DSN. Errors go to standard
@@ -47,6 +48,7 @@ Commands:
   deadletter show   show one letter and, if redelivered, the record of it
   deadletter redeliver
                     claim each letter under a lease just before sending it again
+  deadletter drain  move the letters of fallback directories into the database
   sim               the fleet storm: P Transports sharing a database vs
                     P with local state (see docs/fleet.md)
 
