@@ -64,8 +64,10 @@ func TestVerifyTrailChecksTheWriterColumn(t *testing.T) {
 		seq    uint64
 	}{
 		{
-			name:   "chain renamed",
-			stmts:  func(a, _ string) []string { return []string{fmt.Sprintf(`UPDATE grantretry_trail SET writer = 'some-other-worker' WHERE writer = '%s'`, a)} },
+			name: "chain renamed",
+			stmts: func(a, _ string) []string {
+				return []string{fmt.Sprintf(`UPDATE grantretry_trail SET writer = 'some-other-worker' WHERE writer = '%s'`, a)}
+			},
 			writer: func(_, _ string) string { return "some-other-worker" },
 			seq:    1,
 		},
