@@ -206,14 +206,20 @@ func TestDatabaseStoppedMidRun(t *testing.T) {
 		run.work.Round(time.Microsecond), trailLimit, run.late.Round(time.Microsecond))
 
 	// No call waited on the database beyond its limits.
+	closest, of := time.Duration(0), time.Duration(0)
 	for i, out := range run.outs {
-		if bound := run.bound(out.Attempts, trailLimit); run.took[i] > bound {
+		bound := run.bound(out.Attempts, trailLimit)
+		if float64(run.took[i])/float64(bound) > float64(closest)/float64(max(of, 1)) {
+			closest, of = run.took[i], bound
+		}
+		if run.took[i] > bound {
 			t.Errorf("call %s (%d attempts) took %v, beyond %v", out.CorrelationID, out.Attempts, run.took[i], bound)
 		}
 		if out.RecordErr != nil {
 			t.Errorf("call %s: %v", out.CorrelationID, out.RecordErr)
 		}
 	}
+	t.Logf("the call closest to its bound took %v of %v", closest.Round(time.Microsecond), of.Round(time.Microsecond))
 	if st := co.Host(key, grantretry.FleetPolicy{}).State(); st != grantretry.FleetClosed {
 		t.Errorf("the fleet's breaker is %v at the end; one failure in five must not open it", st)
 	}
