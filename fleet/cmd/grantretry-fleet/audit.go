@@ -30,7 +30,7 @@ verified as a trail of its own, and its dispositions are counted beside
 the database's.
 `
 
-const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (--correlation ID | --submission ID | --key KEY)
+const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
 
 Verifies the database's trail, then prints every record of the calls that
 match the one selector given, writer by writer, in chain order. Exits 1 if
@@ -117,7 +117,7 @@ func auditTrace(args []string, stdout io.Writer) error {
 		}
 	}
 	if n != 1 {
-		return usagef("trace: give exactly one of --correlation, --submission, --key (got %d)", n)
+		return usagef("trace: give exactly one of -correlation, -submission, -key (got %d)", n)
 	}
 	ctx := context.Background()
 	pool, err := db.open(ctx)
