@@ -24,10 +24,10 @@ import (
 // and the Sync is what RoundTrip waits for its trail. It reports p50 and p99 in µs. Each Trail has committed
 // its opening record before the timing starts, as a process does before
 // its first call. The pacings (see pacings) differ in when the writers'
-// commits meet: "poisson-5ms" is issue 13's target, 16 independent
-// processes each making a call per 5 ms on average; "lockstep-5ms" sends
-// all 16 at the same instant every 5 ms, a burst independent processes
-// do not make; "saturated" has no pause, which measures the server's
+// commits meet: "poisson-5ms" is the case fleet mode is built for
+// (docs/fleet.md), 16 independent processes each making a call per 5 ms
+// on average; "lockstep-5ms" sends all 16 at the same instant every 5
+// ms, a burst independent processes do not make; "saturated" has no pause, which measures the server's
 // commit throughput more than a call's latency. BenchmarkCommitFloor16 is
 // the floor under all three.
 //
@@ -211,7 +211,7 @@ func BenchmarkFleetSuccessPiece(b *testing.B) {
 	}
 }
 
-// BenchmarkSuccessPathFleet is issue 13's success-path target: a call
+// BenchmarkSuccessPathFleet measures fleet mode's success path: a call
 // that succeeds, through an in-memory inner transport, with fleet mode
 // off and on a real Coordinator (its database up, the host's fleet state
 // closed). Fleet mode on reads the state and counts the success in

@@ -39,6 +39,7 @@ type Trail struct {
 	pool   *pgxpool.Pool
 	cfg    config
 	writer string
+	opened []byte // the chain's opening record, which names writer
 
 	// mu guards pending and err.
 	mu      sync.Mutex
@@ -80,7 +81,8 @@ func NewTrail(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Trail, 
 	}
 	opened := fmt.Sprintf(`{"ts":%q,"level":"info","msg":%q,"writer":%q,"pid":%d,"continues":%d}`+"\n",
 		t.cfg.now().UTC().Format(time.RFC3339Nano), MsgTrailOpened, t.writer, os.Getpid(), t.seq)
-	t.pending = append(t.pending, []byte(opened))
+	t.opened = []byte(opened)
+	t.pending = append(t.pending, t.opened)
 	return t, nil
 }
 
@@ -150,6 +152,12 @@ func (t *Trail) commit(recs [][]byte) error {
 			return err
 		}
 		t.resync = false
+	}
+	if t.seq == 0 && !bytes.Equal(recs[0], t.opened) {
+		// The opening record fell back to the local trail: the chain
+		// in the database still starts with it, since only it names
+		// the writer inside the hashed bytes (VerifyTrail).
+		recs = append([][]byte{t.opened}, recs...)
 	}
 	seq, last := t.seq, t.last
 	n := len(recs)

@@ -6,12 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/trail"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -24,7 +29,18 @@ type TrailError struct {
 }
 
 func (e *TrailError) Error() string {
-	return fmt.Sprintf("grantretry: audit trail: database writer %s, record seq %d: %s", e.Writer, e.Seq, e.Problem)
+	return fmt.Sprintf("grantretry: audit trail: database writer %s, record seq %d: %s", quoteIfNeeded(e.Writer), e.Seq, e.Problem)
+}
+
+// quoteIfNeeded returns s as it is if it is printable text without spaces
+// or quotes, else quoted with its control characters escaped: a writer
+// id comes from a column anyone with the table's INSERT can fill, and an
+// error is printed on an operator's terminal.
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == '"' || r == '\\' }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Is matches grantretry.ErrAuditTrail.
@@ -60,11 +76,15 @@ type TrailRecord struct {
 
 // VerifyTrail checks every writer's hash chain in the trail table: each
 // record's hash, that it follows the record before (seq and prev), that
-// the chain starts at seq 1, and that the columns agree with the record.
-// It returns a *TrailError naming the writer and seq of the first broken
-// record: an edit, or a deletion, even by a superuser who disabled the
-// trigger. A cut tail (the last records of a chain deleted) shows only
-// against a LastHash kept elsewhere.
+// the chain starts at seq 1 with its opening record (MsgTrailOpened), and
+// that the columns agree with the records: seq, prev and hash with the
+// chain fields, and writer with the writer every opening record in the
+// chain names. It returns a *TrailError naming the writer and seq of the
+// first broken record: an edit, a deletion, or rows moved to another
+// writer, even by a superuser who disabled the trigger. A cut tail (the
+// last records of a chain deleted) shows only against a LastHash kept
+// elsewhere. The written column (the server's time of the insert) is not
+// covered and nothing reads it: a record's time is its own ts.
 func VerifyTrail(ctx context.Context, pool *pgxpool.Pool) (TrailSummary, error) {
 	return ReadTrail(ctx, pool, nil)
 }
@@ -77,7 +97,7 @@ func ReadTrail(ctx context.Context, pool *pgxpool.Pool, fn func(TrailRecord) err
 	rows, err := pool.Query(ctx,
 		`SELECT writer, seq, record, prev, hash FROM grantretry_trail ORDER BY writer, seq`)
 	if err != nil {
-		return sum, fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
+		return sum, queryError(err)
 	}
 	defer rows.Close()
 	v := chainVerifier{h: sha256.New()}
@@ -108,10 +128,25 @@ func ReadTrail(ctx context.Context, pool *pgxpool.Pool, fn func(TrailRecord) err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return sum, fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
+		return sum, queryError(err)
 	}
 	v.next(&sum, "")
 	return sum, nil
+}
+
+// undefinedTable is PostgreSQL's SQLSTATE for a relation that does not
+// exist.
+const undefinedTable = "42P01"
+
+// queryError wraps a failure to read the trail table. A database where
+// Migrate never ran has no trail at all, which is not a broken chain: the
+// error says so, and still wraps the server's error for errors.As.
+func queryError(err error) error {
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == undefinedTable {
+		return fmt.Errorf("%w: fleet: the database has no table grantretry_trail: the fleet's schema was never created in it (Migrate creates it), or it is not the fleet's database: %w",
+			grantretry.ErrAuditTrail, err)
+	}
+	return fmt.Errorf("%w: fleet: %w", grantretry.ErrAuditTrail, err)
 }
 
 // chainVerifier follows one writer's chain at a time.
@@ -137,6 +172,9 @@ func (v *chainVerifier) check(writer string, seq uint64, line []byte, prevCol, h
 		return TrailRecord{}, &TrailError{Writer: writer, Seq: seq, Problem: fmt.Sprintf(format, args...)}
 	}
 	if seq != v.seq+1 {
+		if v.seq == 0 {
+			return broken(seq, "the chain starts at seq %d, not 1 (its first records deleted, or this record's writer column edited?)", seq)
+		}
 		if seq > v.seq+1 {
 			return broken(v.seq+1, "seq %d follows seq %d: %d records missing (deleted?)", seq, v.seq, seq-v.seq-1)
 		}
@@ -163,6 +201,17 @@ func (v *chainVerifier) check(writer string, seq uint64, line []byte, prevCol, h
 		return broken(seq, "%v", err)
 	}
 	rec.Writer, rec.Seq, rec.Hash = writer, seq, hex.EncodeToString(l.Hash[:])
+	// The writer column is outside the hashed bytes: only the chain's
+	// opening records name the writer inside them. A chain renamed whole
+	// (its rows' writer changed together) links and hashes as before, so
+	// it shows only here: its first record must be an opening record, and
+	// every opening record must name the chain it is in.
+	switch {
+	case seq == 1 && rec.Msg != MsgTrailOpened:
+		return broken(seq, "the chain's first record is %q, not its opening record %q (the writer column edited?)", rec.Msg, MsgTrailOpened)
+	case rec.Msg == MsgTrailOpened && rec.Fields["writer"] != writer:
+		return broken(seq, "the opening record names writer %s, not this chain's (the writer column edited?)", quoteIfNeeded(fmt.Sprint(rec.Fields["writer"])))
+	}
 	return rec, nil
 }
 

@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/fleet"
 	"github.com/grantretry/grantretry/trail"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 const auditVerifySynopsis = `Usage: grantretry-fleet audit verify [-pg DSN] [LOCAL_TRAIL...]
@@ -26,7 +30,7 @@ verified as a trail of its own, and its dispositions are counted beside
 the database's.
 `
 
-const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (--correlation ID | --submission ID | --key KEY)
+const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
 
 Verifies the database's trail, then prints every record of the calls that
 match the one selector given, writer by writer, in chain order. Exits 1 if
@@ -63,6 +67,9 @@ func auditVerify(args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	sum, err := fleet.VerifyTrail(ctx, pool)
+	if noTrail(err) {
+		return errNoTrail("verify")
+	}
 	if err != nil {
 		return fmt.Errorf("verify: %w (%s before it verify)", err, countNoun(sum.Records, "record"))
 	}
@@ -72,7 +79,7 @@ func auditVerify(args []string, stdout io.Writer) error {
 		fmt.Fprintln(tw, "WRITER\tRECORDS\tLAST SEQ\tLAST HASH")
 	}
 	for _, w := range sum.Writers {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", w.Writer, w.Records, w.LastSeq, w.LastHash)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", escaped(w.Writer), w.Records, w.LastSeq, w.LastHash)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "records: %s\n", countList(sum.Messages))
@@ -110,7 +117,7 @@ func auditTrace(args []string, stdout io.Writer) error {
 		}
 	}
 	if n != 1 {
-		return usagef("trace: give exactly one of --correlation, --submission, --key (got %d)", n)
+		return usagef("trace: give exactly one of -correlation, -submission, -key (got %d)", n)
 	}
 	ctx := context.Background()
 	pool, err := db.open(ctx)
@@ -129,12 +136,14 @@ func auditTrace(args []string, stdout io.Writer) error {
 		}
 		matched++
 		corr, _ := r.Fields[grantretry.FieldCorrelationID].(string)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Writer, r.Seq,
-			r.Msg, dashIfEmpty(corr), detail(r.Fields))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), escaped(r.Writer), r.Seq,
+			escaped(r.Msg), dashIfEmpty(escaped(corr)), detail(r.Fields))
 		return nil
 	})
 	tw.Flush()
 	switch {
+	case noTrail(err):
+		return errNoTrail("trace")
 	case err != nil:
 		return fmt.Errorf("trace: %w", err)
 	case matched == 0:
@@ -146,16 +155,43 @@ func auditTrace(args []string, stdout io.Writer) error {
 }
 
 // detail is the fields an operator reads first: the attempt's status and
-// verdict, the disposition and its reason.
+// verdict, the disposition and its reason. Each value is escaped: an
+// error or a reason can carry a funder's text.
 func detail(f map[string]any) string {
 	var parts []string
 	for _, k := range []string{grantretry.FieldAttempt, grantretry.FieldStatus, grantretry.FieldReason, grantretry.FieldError,
 		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldDeadLetterID} {
 		if v, ok := f[k]; ok && fmt.Sprint(v) != "" {
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+			parts = append(parts, k+"="+escaped(fmt.Sprint(v)))
 		}
 	}
 	return dashIfEmpty(strings.Join(parts, " "))
+}
+
+// escaped returns s as it is if it is one word of printable text, else
+// quoted as a Go string, so that no control character (a terminal
+// escape, a tab that would shift the columns, a bidirectional override)
+// reaches the operator's terminal, and a value with spaces reads as one.
+func escaped(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool {
+		return !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == '"' || r == '\\'
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// noTrail reports whether err is the server saying the trail table does
+// not exist: a database no fleet process migrated.
+func noTrail(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
+}
+
+func errNoTrail(sub string) error {
+	return fmt.Errorf("%s: the database has no fleet trail (no table grantretry_trail): "+
+		"-pg (or $%s) names a database where the fleet's schema was never created. "+
+		"Check that it is the fleet's database; a fleet's processes create the schema with fleet.Migrate before they start", sub, envDSN)
 }
 
 func countList(m map[string]int) string {

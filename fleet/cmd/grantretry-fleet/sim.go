@@ -21,8 +21,8 @@ each: first each on its local state ("local"), then sharing the breaker
 and budget through the database ("fleet"), then one Transport with as many
 workers ("single"). The P Transports share nothing but the database: each
 has its own Coordinator, pool and listener. Prints the table and one
-met/NOT met line per target of issue 13. -seed spreads the workers'
-starts and pauses (0: all in step, so the funder gets bursts of every
+met/NOT met line per target of fleet mode (docs/fleet.md). -seed spreads
+the workers' starts and pauses (0: all in step, so the funder gets bursts of every
 worker at once). -breaker=false turns every Transport's breaker off, so
 that only the retry budget (each process's own, the fleet's, or the
 single process's) bounds the retries. -chart also writes the three runs side by side as SVG:

@@ -1,12 +1,13 @@
 // Package fleetsim runs the fleet storm: P Transports against one
 // loopback funder that goes down and comes back, either each on its local
 // state or sharing a breaker and a retry budget through the fleet's
-// database, and measures issue 13's targets. The P Transports run in one
-// OS process but share nothing but the database: each has its own
-// Coordinator, its own connection pool and its own listener, so what one
-// knows of the others comes only through PostgreSQL, as between OS
-// processes. (16 OS processes would measure the same protocol and add 16
-// Go runtimes contending for this machine's 2 cores.)
+// database, and measures fleet mode's targets (docs/fleet.md). The P
+// Transports run in one OS process but share nothing but the database:
+// each has its own Coordinator, its own connection pool and its own
+// listener, so what one knows of the others comes only through
+// PostgreSQL, as between OS processes. (16 OS processes would measure
+// the same protocol and add 16 Go runtimes contending for this machine's
+// 2 cores.)
 package fleetsim
 
 import (

@@ -45,9 +45,10 @@ type Check struct {
 	Info   bool // a figure, not a target
 }
 
-// Targets checks issue 13's fleet targets on the fleet storm, and the
-// retries against the single process with as many workers. A storm with
-// no breaker checks the retries only: nothing stops sending.
+// Targets checks fleet mode's targets (docs/fleet.md) on the fleet
+// storm, and the retries against the single process with as many
+// workers. A storm with no breaker checks the retries only: nothing stops
+// sending.
 func Targets(fleetRun, single Result) []Check {
 	ratio := float64(fleetRun.OutageRetries) / float64(max(single.OutageRetries, 1))
 	retries := Check{Target: "retries in the outage at most 1.25x a single process with as many workers",
