@@ -4,7 +4,7 @@
 // database driver.
 //
 //	grantretry-fleet audit verify [-pg DSN] [LOCAL_TRAIL...]
-//	grantretry-fleet audit trace [-pg DSN] (--correlation ID | --submission ID | --key KEY)
+//	grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
 //	grantretry-fleet deadletter list [-pg DSN] [-json]
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run]
