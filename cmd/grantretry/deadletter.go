@@ -224,7 +224,7 @@ func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) err
 	}
 	for _, l := range letters {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
-			l.StopReason, l.Method, l.URL, l.Attempts, lastOutcome(l), bodySize(l))
+			l.StopReason, escapeControl(l.Method), escapeControl(l.URL), l.Attempts, escapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
 	return tw.Flush()
@@ -309,7 +309,9 @@ func wrapLib(err error) error {
 
 func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
+	// A letter's text is the caller's and the funder's: shown escaped, so
+	// that no byte of it drives the terminal (a C1 control in Latin-1).
+	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%s\n", name, escapeControl(fmt.Sprint(value))) }
 	field("letter", l.ID)
 	field("state", letterState(rec))
 	field("version", l.Version)
@@ -359,7 +361,7 @@ func writeHeaderLines(tw io.Writer, label string, h http.Header) {
 	}
 	for _, name := range names {
 		for _, v := range h[name] {
-			fmt.Fprintf(tw, "%s\t%s: %s\n", label, name, v)
+			fmt.Fprintf(tw, "%s\t%s: %s\n", label, escapeControl(name), escapeControl(v))
 			label = ""
 		}
 	}

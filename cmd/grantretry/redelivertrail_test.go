@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
@@ -217,4 +218,25 @@ func TestDeadLetterUsageErrorPointsAtTheSubcommandsHelp(t *testing.T) {
 			t.Errorf("deadletter %s -x: exit %d, stderr %q", sub, code, stderr)
 		}
 	}
+}
+
+// show and list print a letter's text escaped: a header value in Latin-1
+// and an error that quotes a funder's escape sequences reach the terminal
+// as escapes, not as the bytes that would drive it.
+func TestDeadLetterShowKeepsTheLettersBytesOffTheTerminal(t *testing.T) {
+	l := dlLetter("L-latin1", "https://funder.example/x?applicant=Caf\xe9", dlBody)
+	l.Header.Set("X-Applicant", "Caf\xe9 \x9b2J Nord")
+	l.LastStatus, l.LastError = 0, "funder said \x1b[2J\x1b]0;owned\a"
+	dir := dlSeed(t, l)
+	for _, args := range [][]string{{"show", dir, l.ID}, {"list", dir}} {
+		out, _, err := dlRun(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.IndexFunc(out, func(r rune) bool { return r == utf8.RuneError || r < ' ' && r != '\n' }); i >= 0 {
+			t.Errorf("%s prints a raw byte at %d: %q", args[0], i, out[max(0, i-30):min(len(out), i+30)])
+		}
+	}
+	out, _, _ := dlRun("show", dir, l.ID)
+	wantAll(t, "show", out, `X-Applicant: Caf\xe9 \x9b2J Nord`, `applicant=Caf\xe9`, `funder said \x1b[2J\x1b]0;owned\a`)
 }
