@@ -66,10 +66,12 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 // the request is sent, and fn is asked again should an attempt of it be
 // ambiguous; if fn cannot tell, it is asked again within the call's
 // budget and deadline, and the call ends DeadLetter (StopUnreconciled)
-// with nothing sent. Only a request with an Idempotency-Key is asked
-// about, as with WithReconciler. A nil l or fn makes the call fail with
-// ErrInvalidRequest, sending nothing. deadletter.Redeliver uses it for a
-// client whose Transport is a *Transport.
+// with nothing sent. Only a request that carries its own Idempotency-Key
+// header is asked about, as the request of deadletter.NewRedeliveryRequest
+// for a keyed letter does; any other is sent without the question. Such a
+// request under a nil l or fn fails with ErrInvalidRequest, sending
+// nothing. deadletter.Redeliver uses it for a client whose Transport is a
+// *Transport.
 func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) {
 		if l == nil || fn == nil {
@@ -83,14 +85,15 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 	})
 }
 
-// reconcileFirst asks, before the first attempt of a keyed redelivery
-// under WithReconcileFirst, whether the funder already has the letter's
+// reconcileFirst asks, before the first attempt of a redelivery under
+// WithReconcileFirst, whether the funder already has the letter's
 // submission. done says the call has ended, with resp and err; otherwise
-// the call goes on to its first attempt. A call that is not a keyed
-// redelivery costs one context lookup here, and a call without a key
-// none.
+// the call goes on to its first attempt. Only a request that carries its
+// own Idempotency-Key, as a redelivery does, costs a context lookup here:
+// one without a key, or with the key the Transport derived (a pipeline's
+// usual POST), costs none.
 func (c *call) reconcileFirst() (done bool, resp *http.Response, err error) {
-	if c.out.IdempotencyKey == "" {
+	if c.out.IdempotencyKey == "" || c.p.key != "" {
 		return false, nil, nil
 	}
 	m := redeliveryOf(c.req.Context())

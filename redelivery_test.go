@@ -42,7 +42,8 @@ func TestRedeliveryLinesNameTheLetter(t *testing.T) {
 }
 
 // WithReconcileFirst asks before the first attempt, about the letter's
-// last attempt, and only for a keyed request; a nil letter or function is
+// last attempt, and only for a request that carries its own key, as a
+// redelivery does; with a nil letter or function such a request is
 // refused before anything is sent.
 func TestWithReconcileFirstAsksBeforeTheFirstAttempt(t *testing.T) {
 	l := &Letter{ID: "L-2", Attempts: 4, LastStatus: 502, LastError: "reset"}
@@ -53,8 +54,12 @@ func TestWithReconcileFirstAsksBeforeTheFirstAttempt(t *testing.T) {
 	}
 	h := newHarness(t)
 	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(201))
-	req, _ := newPost(t, WithReconcileFirst(context.Background(), l, has), `{"a":1}`, true)
-	resp, err := h.tr.RoundTrip(req)
+	keyed := func(ctx context.Context) *http.Request {
+		req, _ := newPost(t, ctx, `{"a":1}`, true)
+		req.Header.Set(HeaderIdempotencyKey, "grant-letter-key")
+		return req
+	}
+	resp, err := h.tr.RoundTrip(keyed(WithReconcileFirst(context.Background(), l, has)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,19 +76,21 @@ func TestWithReconcileFirstAsksBeforeTheFirstAttempt(t *testing.T) {
 
 	get, _ := http.NewRequestWithContext(WithReconcileFirst(context.Background(), l, has), http.MethodGet, funderURL, nil)
 	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
-	resp, err = h.tr.RoundTrip(get)
-	if err != nil {
-		t.Fatal(err)
+	derived, _ := newPost(t, WithReconcileFirst(context.Background(), l, has), `{"a":1}`, true)
+	for _, req := range []*http.Request{get, derived} {
+		resp, err = h.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
 	}
-	readAll(t, resp)
 	if len(asked) != 1 {
-		t.Errorf("a request without a key was asked about")
+		t.Errorf("a request without a key of its own was asked about")
 	}
 
 	for _, ctx := range []context.Context{WithReconcileFirst(context.Background(), nil, has), WithReconcileFirst(context.Background(), l, nil)} {
 		before := h.mock.GetTotalCallCount()
-		req, _ := newPost(t, ctx, `{"a":1}`, true)
-		_, err := h.tr.RoundTrip(req)
+		_, err := h.tr.RoundTrip(keyed(ctx))
 		if !errors.Is(err, ErrInvalidRequest) || h.mock.GetTotalCallCount() != before {
 			t.Errorf("WithReconcileFirst with a nil: %v, want ErrInvalidRequest and nothing sent", err)
 		}
