@@ -809,13 +809,13 @@ func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
 	}
 	setHeaders(req.Header, c.header)
 	var b strings.Builder
-	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, req.Method, req.URL)
+	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, escapeControl(req.Method), escapeControl(req.URL.String()))
 	if req.Host != req.URL.Host { // only the letter's own Host differs
-		fmt.Fprintf(&b, "  Host: %s\n", req.Host)
+		fmt.Fprintf(&b, "  Host: %s\n", escapeControl(req.Host))
 	}
 	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
 		for _, v := range req.Header[name] {
-			fmt.Fprintf(&b, "  %s: %s\n", name, c.shown(name, v))
+			fmt.Fprintf(&b, "  %s: %s\n", name, escapeControl(c.shown(name, v)))
 		}
 	}
 	sum := sha256.Sum256(l.Body)

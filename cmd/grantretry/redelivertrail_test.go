@@ -220,7 +220,7 @@ func TestDeadLetterUsageErrorPointsAtTheSubcommandsHelp(t *testing.T) {
 	}
 }
 
-// show and list print a letter's text escaped: a header value in Latin-1
+// show, list and a dry run print a letter's text escaped: a header value in Latin-1
 // and an error that quotes a funder's escape sequences reach the terminal
 // as escapes, not as the bytes that would drive it.
 func TestDeadLetterShowKeepsTheLettersBytesOffTheTerminal(t *testing.T) {
@@ -228,7 +228,7 @@ func TestDeadLetterShowKeepsTheLettersBytesOffTheTerminal(t *testing.T) {
 	l.Header.Set("X-Applicant", "Caf\xe9 \x9b2J Nord")
 	l.LastStatus, l.LastError = 0, "funder said \x1b[2J\x1b]0;owned\a"
 	dir := dlSeed(t, l)
-	for _, args := range [][]string{{"show", dir, l.ID}, {"list", dir}} {
+	for _, args := range [][]string{{"show", dir, l.ID}, {"list", dir}, {"redeliver", dir, l.ID, "-dry-run"}} {
 		out, _, err := dlRun(args...)
 		if err != nil {
 			t.Fatal(err)
