@@ -54,6 +54,7 @@ const (
 	FieldReconciles     = "reconciles"     // on disposition lines: questions asked of the reconciler
 	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
 	FieldVerdict        = "verdict"        // on reconcile lines: ReconcileApplied, ReconcileNotApplied or ReconcileUnknown
+	FieldRedelivers     = "redelivers"     // on every line of a redelivery (WithRedeliveryOf): the ID of the dead letter it sends again; absent on other calls
 )
 
 // AuditSink is where a Transport's audit records go besides its logger
@@ -200,6 +201,7 @@ type attemptRecord struct {
 // that line's values, not the call's later ones.
 type auditShared struct {
 	corr, key, sub, method, host, path string
+	redelivers                         string // the letter a redelivery sends again, "" if the call is not one
 }
 
 // shared returns the call's shared fields, made at its first line. They
@@ -221,6 +223,9 @@ func (c *call) shared(store *auditShared) *auditShared {
 			host:   capText(hostOf(u)),
 			path:   capText(pathOf(u)),
 		}
+		if m := redeliveryOf(c.req.Context()); m != nil {
+			store.redelivers = capText(m.letterID)
+		}
 		c.auditShared = store
 	}
 	return c.auditShared
@@ -234,6 +239,9 @@ func (s *auditShared) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString(FieldMethod, s.method)
 	enc.AddString(FieldHost, s.host)
 	enc.AddString(FieldPath, s.path)
+	if s.redelivers != "" {
+		enc.AddString(FieldRedelivers, s.redelivers)
+	}
 	return nil
 }
 

@@ -8,19 +8,25 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // LetterVersion is the format version of a Letter as this package writes
-// it.
-const LetterVersion = 1
+// it. Version 2 added "raw" and "header_raw", which keep, byte for byte,
+// the values that are not valid UTF-8 (see Letter.MarshalJSON); a letter
+// of version 1 reads as it always did.
+const LetterVersion = 2
 
 // Letter is a dead letter: a call that ended DeadLetter or CircuitOpen,
 // which is work the pipeline still owes. It holds everything needed to
 // send the call again except its secrets: the headers and query parameters
 // that carry credentials are left out (and named in Redacted), so the
-// client that redelivers it supplies its own. Its JSON form is the durable one; the
-// field names are stable. A Letter is plain data: safe to share once
+// client that redelivers it supplies its own; likewise a form body that
+// carries credentials is left out (see BodyOmitted). Its JSON form
+// (MarshalJSON) is the durable one; the field names are stable, and every
+// byte that was sent survives it. A Letter is plain data: safe to share once
 // written, not for concurrent writes.
 type Letter struct {
 	Version int `json:"version"`
@@ -52,8 +58,12 @@ type Letter struct {
 	Body       []byte `json:"body,omitempty"`
 	BodySHA256 string `json:"body_sha256"`
 	BodyBytes  int64  `json:"body_bytes"`
-	// BodyOmitted says why Body is missing from a request that had one (it
-	// could not be read again); such a letter cannot be redelivered.
+	// BodyOmitted says why Body is missing from a request that had one:
+	// it could not be read again, or it is a form that carries credentials
+	// (client_secret, password, refresh_token, assertion, ...: see
+	// docs/secrets.md), which the reason names, never their values. Such a
+	// letter cannot be redelivered as it is: the client that made the call
+	// makes it again with its own credentials.
 	BodyOmitted string `json:"body_omitted,omitempty"`
 
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -186,6 +196,9 @@ func (c *call) letterBody(l *Letter) {
 		}
 		body = b
 	}
+	if names := c.t.cfg.redact.formSecrets(c.req.Header, body); names != nil {
+		l.BodyOmitted = credentialsOmitted(names)
+	}
 	if l.BodyOmitted != "" {
 		l.BodyBytes = p.size
 		l.BodySHA256 = p.sum
@@ -211,4 +224,24 @@ func readLetterBody(getBody func() (io.ReadCloser, error)) ([]byte, error) {
 		return nil, fmt.Errorf("body larger than MaxLetterBody (%d bytes)", MaxLetterBody)
 	}
 	return b, nil
+}
+
+// credentialsOmitted is the BodyOmitted of a form body with the secret
+// fields names: their names, quoted, and never their values.
+func credentialsOmitted(names []string) string {
+	const maxNames = 8
+	shown := names
+	more := ""
+	if len(names) > maxNames {
+		shown, more = names[:maxNames], fmt.Sprintf(" and %d more", len(names)-maxNames)
+	}
+	quoted := make([]string, len(shown))
+	for i, n := range shown {
+		if len(n) > 64 {
+			n = n[:64] + "..."
+		}
+		quoted[i] = strconv.Quote(n)
+	}
+	return "the form body carries credentials (" + strings.Join(quoted, ", ") + more +
+		"): letters are kept without credentials, so it was not kept; the client that made the call must make it again"
 }

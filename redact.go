@@ -1,6 +1,7 @@
 package grantretry
 
 import (
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -224,4 +225,35 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 		}
 	}
 	return secrets
+}
+
+// formSecretNames are the form fields that carry credentials without a
+// secret-looking name: OAuth 2.0's assertion grants (RFC 7521, 7523) and
+// PKCE's code_verifier (RFC 7636). client_secret, password,
+// refresh_token and code match the rules above.
+var formSecretNames = []string{"assertion", "client_assertion", "code_verifier"}
+
+// formSecrets returns the names of the fields of an
+// application/x-www-form-urlencoded body that carry credentials, by the
+// rules of secret and formSecretNames, sorted and once each; nil if the
+// body is of another type or holds none. A body with a secret field is
+// never written down: what it holds is the credential itself.
+func (rd redactor) formSecrets(h http.Header, body []byte) []string {
+	if len(body) == 0 || !isForm(h) {
+		return nil
+	}
+	var names []string
+	for _, p := range splitQuery(string(body)) {
+		if rd.secret(p.name) || slices.Contains(formSecretNames, strings.ToLower(p.name)) {
+			names = append(names, p.name)
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// isForm reports whether h says its body is a URL-encoded form.
+func isForm(h http.Header) bool {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && ct == "application/x-www-form-urlencoded"
 }

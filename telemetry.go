@@ -63,15 +63,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // counts such calls (grantretry.dead_letter.redeliveries) and marks their
 // span.
 func WithRedelivery(ctx context.Context) context.Context {
-	return context.WithValue(ctx, redeliveryKey{}, true)
+	if redeliveryOf(ctx) != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, redeliveryKey{}, new(redeliveryMark))
 }
 
-type redeliveryKey struct{}
-
-func isRedelivery(ctx context.Context) bool {
-	v, _ := ctx.Value(redeliveryKey{}).(bool)
-	return v
-}
+func isRedelivery(ctx context.Context) bool { return redeliveryOf(ctx) != nil }
 
 // Attribute keys: the semantic conventions' where they have one.
 const (

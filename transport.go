@@ -505,6 +505,9 @@ type decision struct {
 }
 
 func (c *call) loop() (*http.Response, error) {
+	if done, resp, err := c.reconcileFirst(); done {
+		return resp, err
+	}
 	for {
 		if err := c.t.trailErr(); err != nil && c.out.Attempts > 0 {
 			// The trail broke during the wait, maybe on another call's

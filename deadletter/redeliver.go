@@ -30,6 +30,20 @@ import (
 // A nil reconcile sends the letter as it is, which is right for a funder
 // that honours the key.
 //
+// What is on the record: the request's context names the letter
+// (grantretry.WithRedeliveryOf), so a grantretry Transport that sends it,
+// with an audit trail (grantretry.WithAuditTrail), writes its attempts and
+// disposition there, each line carrying the letter's ID in
+// grantretry.FieldRedelivers. When client.Transport is itself a
+// *grantretry.Transport, the question to reconcile is the Transport's too
+// (grantretry.WithReconcileFirst): its reconcile line, and a disposition
+// when the funder has the submission or cannot tell, are on the trail,
+// though nothing is sent. For any other client (a plain one, or one whose
+// Transport wraps a grantretry Transport) Redeliver asks reconcile itself,
+// and that question and its answer are recorded nowhere but in what
+// Redeliver returns; the attempts, if a grantretry Transport sends them,
+// are still on its trail.
+//
 // The letter carries no credentials: client supplies its own, typically
 // through its Transport. client may be a plain *http.Client or one whose
 // Transport is a grantretry Transport, which then keeps the letter's key
@@ -46,11 +60,22 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 	if client == nil {
 		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
 	}
-	if reconcile != nil && l.Ambiguous && l.IdempotencyKey != "" {
-		resp, err := ask(ctx, reconcile, l)
-		if err != nil || resp != nil {
-			return resp, err
+	if reconcile == nil || !l.Ambiguous || l.IdempotencyKey == "" {
+		return client.Do(req)
+	}
+	if _, ok := client.Transport.(*grantretry.Transport); ok {
+		// The Transport asks, and puts the question on its audit trail.
+		req = req.WithContext(grantretry.WithReconcileFirst(req.Context(), l, reconcile))
+		resp, err := client.Do(req)
+		var ge *grantretry.Error
+		if errors.As(err, &ge) && ge.StopReason == grantretry.StopUnreconciled && ge.Attempts == 0 {
+			return nil, fmt.Errorf("%w (letter %s): %w", ErrNotReconciled, l.ID, err)
 		}
+		return resp, err
+	}
+	resp, err := ask(ctx, reconcile, l)
+	if err != nil || resp != nil {
+		return resp, err
 	}
 	return client.Do(req)
 }
@@ -67,7 +92,14 @@ type reconciledKey struct{}
 // reconciler's answer that the funder already has the submission: nothing
 // was sent.
 func Reconciled(resp *http.Response) bool {
-	return resp != nil && resp.Request != nil && resp.Request.Context().Value(reconciledKey{}) != nil
+	if resp == nil || resp.Request == nil {
+		return false
+	}
+	if resp.Request.Context().Value(reconciledKey{}) != nil {
+		return true
+	}
+	o, ok := grantretry.OutcomeOf(resp)
+	return ok && o.StopReason == grantretry.StopReconciled && o.Attempts == 0
 }
 
 // ask asks reconcile about l's last attempt: the funder's response if it
@@ -127,7 +159,7 @@ func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Requ
 	if l.SubmissionID != "" {
 		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
-	ctx = grantretry.WithRedelivery(ctx)
+	ctx = grantretry.WithRedeliveryOf(ctx, l.ID)
 	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
 	if err != nil {
 		return nil, badLetter(l.ID, "%v", err)

@@ -27,6 +27,10 @@ type Error struct {
 	// Problem says what is wrong, for a person: "hash does not match the
 	// record (edited?)", "seq 41 after seq 39: 1 record missing".
 	Problem string
+	// NotTrail says the trail's first line is not a record of a trail at
+	// all (no seq, prev and hash): the file is not an audit trail, or its
+	// very first record is torn.
+	NotTrail bool
 }
 
 // Error returns "grantretry: audit trail: FILE line N (record seq S): PROBLEM".
@@ -313,6 +317,10 @@ func (v *verifier) file(f trailFile) error {
 // as the last record.
 func (v *verifier) record(n int, line []byte) error {
 	l, problem := checkLine(v.h, line)
+	if problem != "" && l.hashed == nil && v.sum.Records == 0 && n == 1 {
+		return &Error{File: v.cur.path, Line: n, NotTrail: true,
+			Problem: "not an audit trail: the first line is not a trail record (seq, prev, hash), or the trail's first record is torn"}
+	}
 	if problem == "" {
 		problem = v.chainProblem(n, l, line)
 	}

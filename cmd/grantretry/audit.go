@@ -12,13 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/trail"
 )
 
 const auditSynopsis = `Usage: grantretry audit verify FILE...
-       grantretry audit trace FILE... (--correlation ID | --submission ID | --key KEY)
+       grantretry audit trace FILE... (-correlation ID | -submission ID | -key KEY)
 
 Reads an audit trail written by grantretry's trail package: its live file,
 its rotated files (FILE.000001 and on) and its head file (FILE.head), given
@@ -30,7 +32,8 @@ before or after the files.
            the first broken record and what is wrong with it, and exits 1.
   trace    verifies the chain, then prints every logical call that matches:
            its ids, request and payload hash, one row per attempt, and the
-           final disposition.
+           final disposition. A redelivered dead letter is a call of
+           its own, after the one that left it, and names the letter.
 
 Run 'grantretry audit verify -help' or 'grantretry audit trace -help' for
 more; docs/audit-trail.md describes the records.
@@ -45,13 +48,17 @@ Prints "ok: N records in M files, seq A..B, last hash H" and the counts, or
 names the first broken record and exits 1.
 `
 
-const auditTraceSynopsis = `Usage: grantretry audit trace FILE... (--correlation ID | --submission ID | --key KEY)
+const auditTraceSynopsis = `Usage: grantretry audit trace FILE... (-correlation ID | -submission ID | -key KEY)
 
 Verifies the trail, then reconstructs every logical call that matches the
 one selector given, grouped by correlation id, in time order: its ids, the
 request (method, host, path) and payload hash, a table with one row per
 attempt (time, status, verdict, wait, latency, error) and the final
-disposition. Exits 1 if no call matches or the chain is broken (the calls
+disposition. A dead letter sent again (grantretry deadletter redeliver, or
+deadletter.Redeliver through a Transport with the same trail) is a call of
+its own, after the call that left the letter, and says which letter it
+redelivers. Text from a funder or a caller is shown with its control
+characters escaped (\x1b), never as they are. Exits 1 if no call matches or the chain is broken (the calls
 read before the break are still printed).
 `
 
@@ -145,6 +152,8 @@ func trailFailure(sub string, err error, sum trail.Summary) error {
 	var te *trail.Error
 	var pe *fs.PathError
 	switch {
+	case errors.As(err, &te) && te.NotTrail:
+		return fmt.Errorf("%s: %s is not an audit trail: its first line is not a trail record (seq, prev, hash)", sub, te.File)
 	case errors.As(err, &te):
 		return fmt.Errorf("%s: %s: %s (%s before it verify)", sub, te.Position(), te.Problem, countNoun(sum.Records, "record"))
 	case errors.As(err, &pe):
@@ -205,9 +214,9 @@ func newTraceFlags(fs *flag.FlagSet) *traceFlags {
 func (f *traceFlags) selector() (field, value string, err error) {
 	var given []string
 	for _, s := range []struct{ name, field, value string }{
-		{"--correlation", grantretry.FieldCorrelationID, f.correlation},
-		{"--submission", grantretry.FieldSubmissionID, f.submission},
-		{"--key", grantretry.FieldIdempotencyKey, f.key},
+		{"-correlation", grantretry.FieldCorrelationID, f.correlation},
+		{"-submission", grantretry.FieldSubmissionID, f.submission},
+		{"-key", grantretry.FieldIdempotencyKey, f.key},
 	} {
 		if s.value != "" {
 			given = append(given, s.name)
@@ -215,7 +224,7 @@ func (f *traceFlags) selector() (field, value string, err error) {
 		}
 	}
 	if len(given) != 1 {
-		return "", "", usageError{err: fmt.Errorf("give exactly one of --correlation, --submission, --key (got %d)", len(given))}
+		return "", "", usageError{err: fmt.Errorf("give exactly one of -correlation, -submission, -key (got %d)", len(given))}
 	}
 	return field, value, nil
 }
@@ -272,10 +281,10 @@ func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 		default:
 			return nil
 		}
-		if fieldText(r.Fields[field]) != value {
+		if rawText(r.Fields[field]) != value {
 			return nil
 		}
-		id := fieldText(r.Fields[grantretry.FieldCorrelationID])
+		id := rawText(r.Fields[grantretry.FieldCorrelationID])
 		tc := c.byID[id]
 		if tc == nil || tc.disposition != nil {
 			tc = &tracedCall{first: r}
@@ -305,6 +314,9 @@ const traceTime = "2006-01-02T15:04:05.000000Z07:00"
 func (tc *tracedCall) write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	f := tc.first.Fields
+	if id := fieldText(f[grantretry.FieldRedelivers]); id != "" {
+		fmt.Fprintf(tw, "  redelivers\tdead letter %s\n", id)
+	}
 	fmt.Fprintf(tw, "  correlation id\t%s\n", fieldText(f[grantretry.FieldCorrelationID]))
 	fmt.Fprintf(tw, "  submission id\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldSubmissionID])))
 	fmt.Fprintf(tw, "  idempotency key\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldIdempotencyKey])))
@@ -377,8 +389,36 @@ func (tc *tracedCall) writeDisposition(w io.Writer) {
 	tw.Flush()
 }
 
-// fieldText renders a field value as the record has it.
-func fieldText(v any) string {
+// fieldText renders a field value as the record has it, safe on a
+// terminal: a funder's or a caller's text may hold escape sequences.
+func fieldText(v any) string { return escapeControl(rawText(v)) }
+
+// escapeControl is s with every control character, and every byte that
+// is not UTF-8, written as a Go escape (\x1b, \n, \u0085); s itself if it
+// has none.
+func escapeControl(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// rawText is a field value as the record has it, as text.
+func rawText(v any) string {
 	switch v := v.(type) {
 	case nil:
 		return ""

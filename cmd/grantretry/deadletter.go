@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/trail"
 )
 
 const deadLetterSynopsis = `Usage: grantretry deadletter <subcommand> DIR [ID...] [flags]
@@ -35,7 +37,9 @@ circuit_open, which are work still owed. See docs/dead-letters.md.
 Subcommands:
   list DIR                      the letters waiting in DIR, oldest first
   show DIR ID                   every field of one letter
-  redeliver DIR (ID... | -all)  send letters again, with their own keys
+  redeliver DIR (ID... | -all) -trail PATH
+                                send letters again, with their own keys,
+                                on the record of the audit trail PATH
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
@@ -54,11 +58,18 @@ its redelivery). The body is printed if it is text of at most 4096 bytes;
 otherwise its size and SHA-256: use -body to write it out.
 `
 
-const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) [flags]
+const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) -trail PATH [flags]
 
 Sends letters again, one after another, through a grantretry Transport with
 the default policy: same method, URL, headers, body, Idempotency-Key and
-X-Correlation-ID. A funder that honours the key and already applied a letter
+X-Correlation-ID.
+
+Every redelivery is on the record of the audit trail whose live file is
+PATH (the pipeline's, or a new one, created if missing): its attempts and
+disposition, each line naming the letter ("redelivers"), so that 'grantretry
+audit trace PATH -submission ID' shows the call and its redelivery. Only one
+process at a time may write a trail: run this while the pipeline that writes
+PATH is stopped, or give it a trail of its own. -dry-run needs no -trail. A funder that honours the key and already applied a letter
 answers with its first result instead of applying it twice; one that
 ignores the key applies it again.
 
@@ -85,15 +96,25 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stdout, deadLetterSynopsis)
 		return flag.ErrHelp
 	}
-	switch args[0] {
+	switch sub := args[0]; sub {
 	case "list":
-		return runDLList(args[1:], stdout)
+		return dlUsage(sub, runDLList(args[1:], stdout))
 	case "show":
-		return runDLShow(args[1:], stdout)
+		return dlUsage(sub, runDLShow(args[1:], stdout))
 	case "redeliver":
-		return runDLRedeliver(args[1:], stdout, stderr)
+		return dlUsage(sub, runDLRedeliver(args[1:], stdout, stderr))
 	}
 	return usageError{err: fmt.Errorf("unknown subcommand %q: want list, show or redeliver", args[0])}
+}
+
+// dlUsage points a usage error of the subcommand sub at its own help,
+// which lists its flags, rather than at the command's.
+func dlUsage(sub string, err error) error {
+	var uerr usageError
+	if !errors.As(err, &uerr) || uerr.help != "" {
+		return err
+	}
+	return usageError{err: uerr.err, help: "deadletter " + sub}
 }
 
 // parseArgs parses args into fs like parseFlags, but also accepts
@@ -121,11 +142,14 @@ func parseArgs(fs *flag.FlagSet, args []string, synopsis string, stdout io.Write
 }
 
 // libError is an error of the library, whose messages start with
-// "grantretry: " as run's own prefix does: it drops the second one.
+// "grantretry: " as run's own prefix does, and may quote another such
+// message after a colon (an *url.Error, a wrapped cause): it drops every
+// prefix but run's.
 type libError struct{ err error }
 
 func (e libError) Error() string {
-	return strings.ReplaceAll("\n"+e.err.Error(), "\ngrantretry: ", "\n")[1:]
+	msg := strings.ReplaceAll("\n"+e.err.Error(), "\ngrantretry: ", "\n")[1:]
+	return strings.ReplaceAll(msg, ": grantretry: ", ": ")
 }
 
 func (e libError) Unwrap() error { return e.err }
@@ -200,7 +224,7 @@ func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) err
 	}
 	for _, l := range letters {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
-			l.StopReason, l.Method, l.URL, l.Attempts, lastOutcome(l), bodySize(l))
+			l.StopReason, escapeControl(l.Method), escapeControl(l.URL), l.Attempts, escapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
 	return tw.Flush()
@@ -285,7 +309,9 @@ func wrapLib(err error) error {
 
 func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
+	// A letter's text is the caller's and the funder's: shown escaped, so
+	// that no byte of it drives the terminal (a C1 control in Latin-1).
+	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%s\n", name, escapeControl(fmt.Sprint(value))) }
 	field("letter", l.ID)
 	field("state", letterState(rec))
 	field("version", l.Version)
@@ -335,7 +361,7 @@ func writeHeaderLines(tw io.Writer, label string, h http.Header) {
 	}
 	for _, name := range names {
 		for _, v := range h[name] {
-			fmt.Fprintf(tw, "%s\t%s: %s\n", label, name, v)
+			fmt.Fprintf(tw, "%s\t%s: %s\n", label, escapeControl(name), escapeControl(v))
 			label = ""
 		}
 	}
@@ -383,6 +409,7 @@ type redeliverFlags struct {
 	trustKey bool
 	dryRun   bool
 	timeout  time.Duration
+	trail    string
 	creds    credentials
 }
 
@@ -392,6 +419,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
+	fs.StringVar(&f.trail, "trail", "", "the live file of the audit trail that records the redeliveries (required, but for -dry-run)")
 	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
 	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
@@ -413,6 +441,8 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: errors.New("give letter ids or -all, not both nor neither")}
 	case f.timeout <= 0:
 		return usageError{err: fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
+	case f.trail == "" && !f.dryRun:
+		return usageError{err: errors.New("-trail PATH is required: the live file of the audit trail that records the redeliveries")}
 	}
 	open := openLettersToWrite
 	if f.dryRun {
@@ -424,7 +454,20 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	}
 	letters, failed := loadLetters(d, pos[1:], f.all, stderr)
 	r := redeliverer{d: d, f: f, stdout: stdout, stderr: stderr}
-	return r.run(letters, failed)
+	if f.dryRun {
+		return r.run(nil, letters, failed)
+	}
+	tl, err := openTrail(f.trail)
+	if err != nil {
+		return err
+	}
+	client, closeIdle := newRedeliveryClient(f.creds.header, tl)
+	err = r.run(client, letters, failed)
+	closeIdle()
+	if cerr := tl.Close(); cerr != nil {
+		err = errors.Join(err, libError{fmt.Errorf("the audit trail %s: %w", f.trail, cerr)})
+	}
+	return err
 }
 
 // loadLetters returns the letters named, or all of them, and how many could
@@ -446,6 +489,9 @@ func loadLetters(d *deadletter.Dir, ids []string, all bool, stderr io.Writer) ([
 		}
 		seen[id] = true
 		l, err := d.Get(id)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = cmp.Or(alreadyRedelivered(d, id), err)
+		}
 		if err != nil {
 			reportEach(stderr, libError{err})
 			failed++
@@ -480,11 +526,37 @@ type redeliverer struct {
 	stderr io.Writer
 }
 
-// run redelivers letters; unreadable is how many named letters could not
-// be read.
-func (r redeliverer) run(letters []*grantretry.Letter, unreadable int) error {
-	client, closeIdle := newRedeliveryClient(r.f.creds.header)
-	defer closeIdle()
+// openTrail opens the audit trail whose live file is path, creating it if
+// there is none, but never takes a file that is not a trail for one:
+// opening would take its last line for a torn record and cut it.
+func openTrail(path string) (*trail.Trail, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		var te *trail.Error
+		if _, err := trail.Verify(path); errors.As(err, &te) && te.NotTrail {
+			return nil, fmt.Errorf("-trail %s is not an audit trail: its first line is not a trail record (seq, prev, hash); give the live file of a trail, or a new file", path)
+		}
+	}
+	tl, err := trail.Open(path, trail.Options{})
+	if err != nil {
+		return nil, libError{err}
+	}
+	return tl, nil
+}
+
+// alreadyRedelivered says when letter id, which is not waiting in d, was
+// redelivered and what the funder answered; nil if it was not.
+func alreadyRedelivered(d *deadletter.Dir, id string) error {
+	_, rec, err := d.Redelivered(id)
+	if err != nil || rec == nil {
+		return nil
+	}
+	return fmt.Errorf("letter %s was not sent: it was already %s; its record is in %s", id, letterState(rec),
+		filepath.Join(d.Path(), deadletter.RedeliveredDir))
+}
+
+// run redelivers letters through client (nil for a dry run); unreadable
+// is how many named letters could not be read.
+func (r redeliverer) run(client *http.Client, letters []*grantretry.Letter, unreadable int) error {
 	failed := unreadable
 	for _, l := range letters {
 		var err error
@@ -527,7 +599,7 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Path())
 	}
 	rec := deadletter.Redelivery{Time: time.Now().UTC(), Status: resp.StatusCode, Disposition: out.Disposition,
-		Attempts: out.Attempts, Note: "grantretry deadletter redeliver"}
+		Attempts: out.Attempts, Note: "grantretry deadletter redeliver, on the audit trail " + r.f.trail}
 	if err := r.d.MarkRedelivered(l.ID, rec); err != nil {
 		return fmt.Errorf("letter %s was %s, but could not be marked redelivered: %w", l.ID, summary, err)
 	}
@@ -536,11 +608,11 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 }
 
 // newRedeliveryClient returns a client that sends through a grantretry
-// Transport with the default policy, adds the operator's headers to a
-// clone of each request, and follows no redirect, which would carry those
-// headers to another host.
-func newRedeliveryClient(creds http.Header) (*http.Client, func()) {
-	tr := grantretry.New(nil)
+// Transport with the default policy and the audit trail tl, adds the
+// operator's headers to a clone of each request, and follows no redirect,
+// which would carry those headers to another host.
+func newRedeliveryClient(creds http.Header, tl *trail.Trail) (*http.Client, func()) {
+	tr := grantretry.New(nil, grantretry.WithAuditTrail(tl))
 	return &http.Client{
 		Transport:     withHeaders{next: tr, header: creds},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -737,13 +809,13 @@ func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
 	}
 	setHeaders(req.Header, c.header)
 	var b strings.Builder
-	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, req.Method, req.URL)
+	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, escapeControl(req.Method), escapeControl(req.URL.String()))
 	if req.Host != req.URL.Host { // only the letter's own Host differs
-		fmt.Fprintf(&b, "  Host: %s\n", req.Host)
+		fmt.Fprintf(&b, "  Host: %s\n", escapeControl(req.Host))
 	}
 	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
 		for _, v := range req.Header[name] {
-			fmt.Fprintf(&b, "  %s: %s\n", name, c.shown(name, v))
+			fmt.Fprintf(&b, "  %s: %s\n", name, escapeControl(c.shown(name, v)))
 		}
 	}
 	sum := sha256.Sum256(l.Body)

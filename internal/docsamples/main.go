@@ -246,8 +246,8 @@ func trailTranscripts(cli, dir string) error {
 		return err
 	}
 	section("audit-trail.md: trace")
-	if err := shell(cli, dir, nil, "grantretry audit trace trail.jsonl* --submission GRANT-2026-0042", false,
-		append(append([]string{"audit", "trace"}, files...), "--submission", "GRANT-2026-0042")...); err != nil {
+	if err := shell(cli, dir, nil, "grantretry audit trace trail.jsonl* -submission GRANT-2026-0042", false,
+		append(append([]string{"audit", "trace"}, files...), "-submission", "GRANT-2026-0042")...); err != nil {
 		return err
 	}
 	edited := dir + "-edited"
@@ -522,13 +522,13 @@ func letterTranscripts(cli, work string, dir *deadletter.Dir, env []string) erro
 		return err
 	}
 	section("dead-letters.md: a key pasted where the variable's name goes")
-	if err := shell(cli, work, env, `grantretry deadletter redeliver dead-letters -all -header-env "Authorization=FUNDER_TOKEN" -header-env "X-Api-Key=k-456-live-9f3a"`, true,
-		"deadletter", "redeliver", "dead-letters", "-all", "-header-env", "Authorization=FUNDER_TOKEN", "-header-env", "X-Api-Key=k-456-live-9f3a"); err != nil {
+	if err := shell(cli, work, env, `grantretry deadletter redeliver dead-letters -all -trail trail.jsonl -header-env "Authorization=FUNDER_TOKEN" -header-env "X-Api-Key=k-456-live-9f3a"`, true,
+		"deadletter", "redeliver", "dead-letters", "-all", "-trail", "trail.jsonl", "-header-env", "Authorization=FUNDER_TOKEN", "-header-env", "X-Api-Key=k-456-live-9f3a"); err != nil {
 		return err
 	}
 	section("dead-letters.md: redeliver")
-	if err := shell(cli, work, env, "grantretry deadletter redeliver dead-letters -all"+shown, true,
-		append([]string{"deadletter", "redeliver", "dead-letters", "-all"}, creds...)...); err != nil {
+	if err := shell(cli, work, env, "grantretry deadletter redeliver dead-letters -all -trail trail.jsonl"+shown, true,
+		append([]string{"deadletter", "redeliver", "dead-letters", "-all", "-trail", "trail.jsonl"}, creds...)...); err != nil {
 		return err
 	}
 	section("dead-letters.md: the redelivery record, redelivered/" + first + ".result.json")

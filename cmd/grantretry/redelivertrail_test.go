@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/trail"
+)
+
+// downThenUp is a loopback funder that answers 503 until it is brought
+// up, then 201, and counts what it applied.
+type downThenUp struct {
+	*httptest.Server
+	mu      sync.Mutex
+	up      bool
+	applied int
+}
+
+func newDownThenUp(t *testing.T) *downThenUp {
+	f := &downThenUp{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.up {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		f.applied++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *downThenUp) bringUp() { f.mu.Lock(); f.up = true; f.mu.Unlock() }
+
+// pipelineCall makes one submission as a pipeline would, through a
+// Transport that keeps letters in dir and writes the trail at path, then
+// closes the trail, as a pipeline that stops does. It returns the letter's
+// ID.
+func pipelineCall(t *testing.T, url, dir, path, sub string) string {
+	t.Helper()
+	letters, err := deadletter.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := trail.Open(path, trail.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &http.Transport{}
+	defer inner.CloseIdleConnections()
+	client := &http.Client{Transport: grantretry.New(inner, grantretry.WithDeadLetter(letters), grantretry.WithAuditTrail(tl),
+		grantretry.WithBudget(1, time.Minute), grantretry.WithBackoff(time.Millisecond, time.Millisecond))}
+	req, err := http.NewRequestWithContext(grantretry.WithSubmissionID(context.Background(), sub), http.MethodPost,
+		url+"/v1/applications", strings.NewReader(`{"applicant":"Riverside Food Bank"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	o, _ := grantretry.OutcomeOf(resp)
+	if o.Disposition != grantretry.DeadLetter || o.DeadLetterID == "" {
+		t.Fatalf("outcome %+v, want a kept dead letter", o)
+	}
+	if err := tl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return o.DeadLetterID
+}
+
+func runCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return stdout.String(), stderr.String(), code
+}
+
+// verifiedRecords is the count "audit verify" prints.
+func verifiedRecords(t *testing.T, path string) int {
+	t.Helper()
+	out, stderr, code := runCmd(t, "audit", "verify", path)
+	if code != exitOK {
+		t.Fatalf("audit verify: exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`^ok: (\d+) records`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("audit verify printed %q", out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// The bound sequence: a call that left a dead letter, "deadletter
+// redeliver DIR -all -trail PATH", then "audit verify PATH" counts the
+// redelivery's records and "audit trace PATH -submission ID" shows the
+// call and its redelivery, with attempts and the final disposition.
+func TestDeadLetterRedeliverIsOnTheAuditTrail(t *testing.T) {
+	f := newDownThenUp(t)
+	base := t.TempDir()
+	dir, path := filepath.Join(base, "letters"), filepath.Join(base, "trail.jsonl")
+	const sub = "GRANT-2026-0042"
+	id := pipelineCall(t, f.URL, dir, path, sub)
+	before := verifiedRecords(t, path)
+
+	f.bringUp()
+	out, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", path)
+	if code != exitOK {
+		t.Fatalf("redeliver: exit %d\n%s%s", code, out, stderr)
+	}
+	wantAll(t, "redeliver", out, "redelivered "+id+": answered 201 Created")
+	if f.applied != 1 {
+		t.Fatalf("the funder applied %d, want 1", f.applied)
+	}
+	after := verifiedRecords(t, path)
+	if after < before+2 {
+		t.Errorf("audit verify counts %d records after the redelivery, %d before: want its attempt and disposition too", after, before)
+	}
+	verify, _, _ := runCmd(t, "audit", "verify", path)
+	wantAll(t, "audit verify", verify, "succeeded 1", "dead_letter 1")
+
+	trace, stderr, code := runCmd(t, "audit", "trace", path, "-submission", sub)
+	if code != exitOK {
+		t.Fatalf("audit trace: exit %d: %s", code, stderr)
+	}
+	first, second, ok := strings.Cut(trace, "call 2 of 2")
+	if !ok {
+		t.Fatalf("audit trace shows no second call:\n%s", trace)
+	}
+	wantAll(t, "the call", first, "call 1 of 2", "dead_letter at", "dead letter id", id)
+	wantNone(t, "the call", first, "redelivers")
+	wantAll(t, "its redelivery", second, "redelivers", "dead letter "+id, "201", "succeeded at", "ok:201")
+}
+
+// A redelivery is refused without -trail, which records it, unless it is
+// a dry run.
+func TestDeadLetterRedeliverWantsATrail(t *testing.T) {
+	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
+	_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all")
+	if code != exitUsage || !strings.Contains(stderr, "-trail PATH is required") {
+		t.Errorf("exit %d, stderr %q: want a usage error asking for -trail", code, stderr)
+	}
+	if _, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-dry-run"); code != exitOK {
+		t.Errorf("dry run: exit %d: %s", code, stderr)
+	}
+	notTrail := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notTrail, []byte("call the funder on Monday\n"), 0o600)
+	_, stderr, code = runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", notTrail)
+	if data, _ := os.ReadFile(notTrail); code != exitFailure || !strings.Contains(stderr, "is not an audit trail") || string(data) != "call the funder on Monday\n" {
+		t.Errorf("-trail on a text file: exit %d, stderr %q, file now %q: want it refused and left alone", code, stderr, data)
+	}
+}
+
+// Redelivering a letter that was already redelivered says when, and with
+// what answer, rather than that its file is missing.
+func TestDeadLetterRedeliverOfARedeliveredLetterSaysWhen(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-done", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	auth := []string{"-header", "Authorization: " + dlToken, "-header-env", "X-Api-Key=" + dlKeyEnv}
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	if _, stderr, err := dlRun(append([]string{"redeliver", dir, l.ID}, auth...)...); err != nil {
+		t.Fatalf("first redelivery: %v\n%s", err, stderr)
+	}
+	_, stderr, err := dlRun(append([]string{"redeliver", dir, l.ID}, auth...)...)
+	if err == nil {
+		t.Fatal("the second redelivery succeeded")
+	}
+	wantAll(t, "second redelivery", stderr, "L-done was not sent: it was already redelivered 20", "answered 201", "succeeded after 1 attempt")
+	wantNone(t, "second redelivery", stderr, "no such file or directory")
+	if n, _ := f.stats(); n != 1 {
+		t.Errorf("the funder received %d requests, want 1", n)
+	}
+}
+
+// A redelivery that fails prints the library's "grantretry:" prefix once
+// per line, not again inside the message.
+func TestDeadLetterRedeliverFailurePrintsThePrefixOnce(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	url := srv.URL
+	srv.Close() // nothing listens: every attempt is refused
+	l := dlLetter("L-refused", url+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, l.ID, "-timeout", "2s", "-trail", filepath.Join(t.TempDir(), "t.jsonl"))
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d: %s", code, exitFailure, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.Count(line, "grantretry:") != 1 {
+			t.Errorf("line %q: want one grantretry: prefix", line)
+		}
+	}
+}
+
+// A usage error of a deadletter subcommand points at that subcommand's
+// help, which lists its flags.
+func TestDeadLetterUsageErrorPointsAtTheSubcommandsHelp(t *testing.T) {
+	dir := dlSeed(t)
+	for _, sub := range []string{"list", "show", "redeliver"} {
+		_, stderr, code := runCmd(t, "deadletter", sub, dir, "-x")
+		if code != exitUsage || !strings.Contains(stderr, "Run 'grantretry deadletter "+sub+" -help' for its flags.") {
+			t.Errorf("deadletter %s -x: exit %d, stderr %q", sub, code, stderr)
+		}
+	}
+}
+
+// show, list and a dry run print a letter's text escaped: a header value in Latin-1
+// and an error that quotes a funder's escape sequences reach the terminal
+// as escapes, not as the bytes that would drive it.
+func TestDeadLetterShowKeepsTheLettersBytesOffTheTerminal(t *testing.T) {
+	l := dlLetter("L-latin1", "https://funder.example/x?applicant=Caf\xe9", dlBody)
+	l.Header.Set("X-Applicant", "Caf\xe9 \x9b2J Nord")
+	l.LastStatus, l.LastError = 0, "funder said \x1b[2J\x1b]0;owned\a"
+	dir := dlSeed(t, l)
+	for _, args := range [][]string{{"show", dir, l.ID}, {"list", dir}, {"redeliver", dir, l.ID, "-dry-run"}} {
+		out, _, err := dlRun(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.IndexFunc(out, func(r rune) bool { return r == utf8.RuneError || r < ' ' && r != '\n' }); i >= 0 {
+			t.Errorf("%s prints a raw byte at %d: %q", args[0], i, out[max(0, i-30):min(len(out), i+30)])
+		}
+	}
+	out, _, _ := dlRun("show", dir, l.ID)
+	wantAll(t, "show", out, `X-Applicant: Caf\xe9 \x9b2J Nord`, `applicant=Caf\xe9`, `funder said \x1b[2J\x1b]0;owned\a`)
+}
