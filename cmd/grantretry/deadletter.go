@@ -37,9 +37,9 @@ circuit_open, which are work still owed. See docs/dead-letters.md.
 Subcommands:
   list DIR                      the letters waiting in DIR, oldest first
   show DIR ID                   every field of one letter
-  redeliver DIR (ID... | -all) -trail PATH
+  redeliver DIR (ID... | -all) [-trail PATH]
                                 send letters again, with their own keys,
-                                on the record of the audit trail PATH
+                                on the record of an audit trail
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
@@ -58,18 +58,20 @@ its redelivery). The body is printed if it is text of at most 4096 bytes;
 otherwise its size and SHA-256: use -body to write it out.
 `
 
-const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) -trail PATH [flags]
+const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) [-trail PATH] [flags]
 
 Sends letters again, one after another, through a grantretry Transport with
 the default policy: same method, URL, headers, body, Idempotency-Key and
 X-Correlation-ID.
 
 Every redelivery is on the record of the audit trail whose live file is
-PATH (the pipeline's, or a new one, created if missing): its attempts and
-disposition, each line naming the letter ("redelivers"), so that 'grantretry
-audit trace PATH -submission ID' shows the call and its redelivery. Only one
-process at a time may write a trail: run this while the pipeline that writes
-PATH is stopped, or give it a trail of its own. -dry-run needs no -trail. A funder that honours the key and already applied a letter
+PATH (the pipeline's, or a new one, created if missing; without -trail,
+DIR/redelivered/trail.jsonl): its attempts and disposition, each line naming
+the letter ("redelivers"), so that 'grantretry audit trace PATH -submission
+ID' shows the call and its redelivery. Only one process at a time may write
+a trail: run this while the pipeline that writes PATH is stopped, or give it
+a trail of its own. -dry-run writes no trail. A funder that honours the key
+and already applied a letter
 answers with its first result instead of applying it twice; one that
 ignores the key applies it again.
 
@@ -403,6 +405,11 @@ func printable(b []byte) bool {
 	return true
 }
 
+// defaultRedeliveryTrail is the live file, in the letter directory's
+// RedeliveredDir, of the trail that records redeliveries when -trail names
+// none: every redelivery is on the record of some trail.
+const defaultRedeliveryTrail = "trail.jsonl"
+
 // redeliverFlags are the redeliver subcommand's flags.
 type redeliverFlags struct {
 	all      bool
@@ -419,7 +426,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
-	fs.StringVar(&f.trail, "trail", "", "the live file of the audit trail that records the redeliveries (required, but for -dry-run)")
+	fs.StringVar(&f.trail, "trail", "", "the live file of the audit trail that records the redeliveries (default DIR/redelivered/"+defaultRedeliveryTrail+")")
 	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
 	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
@@ -441,8 +448,6 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: errors.New("give letter ids or -all, not both nor neither")}
 	case f.timeout <= 0:
 		return usageError{err: fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
-	case f.trail == "" && !f.dryRun:
-		return usageError{err: errors.New("-trail PATH is required: the live file of the audit trail that records the redeliveries")}
 	}
 	open := openLettersToWrite
 	if f.dryRun {
@@ -456,6 +461,10 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	r := redeliverer{d: d, f: f, stdout: stdout, stderr: stderr}
 	if f.dryRun {
 		return r.run(nil, letters, failed)
+	}
+	if f.trail == "" {
+		f.trail = filepath.Join(d.Path(), deadletter.RedeliveredDir, defaultRedeliveryTrail)
+		fmt.Fprintf(stderr, "recording the redeliveries on the audit trail %s (-trail names another)\n", f.trail)
 	}
 	tl, err := openTrail(f.trail)
 	if err != nil {

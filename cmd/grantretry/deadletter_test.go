@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,9 +144,6 @@ func dlSeed(t *testing.T, letters ...*grantretry.Letter) string {
 // no -trail (and is no dry run) gets one beside its letter directory,
 // trail.jsonl, as the command requires.
 func dlRun(args ...string) (stdout, stderr string, err error) {
-	if len(args) > 1 && args[0] == "redeliver" && !slices.Contains(args, "-trail") && !slices.Contains(args, "-dry-run") {
-		args = append(args, "-trail", filepath.Join(filepath.Dir(args[1]), "trail.jsonl"))
-	}
 	var out, errOut bytes.Buffer
 	err = runDeadLetter(args, &out, &errOut)
 	return out.String(), errOut.String(), err

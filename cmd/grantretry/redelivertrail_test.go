@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -148,19 +150,38 @@ func TestDeadLetterRedeliverIsOnTheAuditTrail(t *testing.T) {
 	wantAll(t, "its redelivery", second, "redelivers", "dead letter "+id, "201", "succeeded at", "ok:201")
 }
 
-// A redelivery is refused without -trail, which records it, unless it is
-// a dry run.
-func TestDeadLetterRedeliverWantsATrail(t *testing.T) {
-	dir := dlSeed(t, dlLetter("L-a", "https://funder.example/x", dlBody))
-	_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all")
-	if code != exitUsage || !strings.Contains(stderr, "-trail PATH is required") {
-		t.Errorf("exit %d, stderr %q: want a usage error asking for -trail", code, stderr)
-	}
+// Without -trail a redelivery is still on a record: the trail in the
+// letter directory, which the command names. A dry run writes none, and a
+// file that is not a trail is refused and left alone.
+func TestDeadLetterRedeliverWithoutTrailRecordsInTheLetterDirectory(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	path := filepath.Join(dir, deadletter.RedeliveredDir, defaultRedeliveryTrail)
 	if _, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-dry-run"); code != exitOK {
-		t.Errorf("dry run: exit %d: %s", code, stderr)
+		t.Fatalf("dry run: exit %d: %s", code, stderr)
 	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dry run left %s (err %v): want no trail written", path, err)
+	}
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if code != exitOK {
+		t.Fatalf("redeliver: exit %d: %s", code, stderr)
+	}
+	wantAll(t, "redeliver's stderr", stderr, path)
+	if n := verifiedRecords(t, path); n < 2 {
+		t.Errorf("the default trail holds %d records: want the redelivery's attempt and disposition", n)
+	}
+	trace, stderr, code := runCmd(t, "audit", "trace", path, "-correlation", l.CorrelationID)
+	if code != exitOK {
+		t.Fatalf("audit trace: exit %d: %s", code, stderr)
+	}
+	wantAll(t, "audit trace", trace, "redelivers", l.ID, "succeeded")
+
 	notTrail := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notTrail, []byte("call the funder on Monday\n"), 0o600)
+	dir = dlSeed(t, dlLetter("L-b", f.URL+"/v1/applications", dlBody))
 	_, stderr, code = runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", notTrail)
 	if data, _ := os.ReadFile(notTrail); code != exitFailure || !strings.Contains(stderr, "is not an audit trail") || string(data) != "call the funder on Monday\n" {
 		t.Errorf("-trail on a text file: exit %d, stderr %q, file now %q: want it refused and left alone", code, stderr, data)
