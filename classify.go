@@ -27,7 +27,9 @@ import (
 //
 // The transport kinds are timeout, reset, refused, eof, dns,
 // lost_after_write (a kept-alive connection failed after the request was
-// written, and the inner transport's own resend was stopped), network
+// written, and the inner transport's own resend was stopped), not_sent (a
+// layer inside the Transport failed before anything was sent: see
+// ErrNotSent; it is retried, and charged to no funder), network
 // (transient) and canceled, deadline, tls_cert, tls, dns_not_found,
 // malformed_url, invalid_request, no_response (terminal; the last is an
 // inner transport that returned neither a response nor an error).
@@ -39,6 +41,13 @@ type Classification struct {
 	Retryable bool
 	Reason    string
 }
+
+// notSentClass is the verdict on an attempt that sent nothing.
+var notSentClass = Classification{Retryable: true, Reason: reasonNotSent}
+
+// charged reports whether the verdict counts against the funder: every
+// verdict but not_sent, whose failure was a layer's inside the Transport.
+func (v Classification) charged() bool { return v.Reason != reasonNotSent }
 
 // MaxClassifyPeek is the most of a response body a ClassifyFunc is shown:
 // the first 64 KiB.
@@ -133,7 +142,12 @@ func classifyError(err error) Classification {
 		return Classification{Retryable: true, Reason: "transport:" + kind}
 	}
 
-	// Our own attempt timeout comes first: it wraps context.DeadlineExceeded,
+	// An inner layer's word that it sent nothing comes first: one that the
+	// attempt timeout cut short still sent nothing.
+	if errors.Is(err, ErrNotSent) {
+		return notSentClass
+	}
+	// Our own attempt timeout comes next: it wraps context.DeadlineExceeded,
 	// which would otherwise read as the caller's deadline.
 	var at *attemptTimeoutError
 	if errors.As(err, &at) {

@@ -184,7 +184,7 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 	}
 	f := FleetFailure{
 		CallFailed: brk == errBreakerFailure && c.host.cfg.breakerOn,
-		Retryable:  v.Retryable && c.host.cfg.throttleOn,
+		Retryable:  v.Retryable && v.charged() && c.host.cfg.throttleOn,
 	}
 	if !f.CallFailed && !f.Retryable {
 		if ok {

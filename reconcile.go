@@ -88,7 +88,10 @@ func (a *sentAttempt) ambiguous(v Classification) bool {
 		s := a.resp.StatusCode
 		return s >= 500 && s != http.StatusNotImplemented && s != http.StatusServiceUnavailable
 	}
-	if a.err == nil || (a.trace != nil && a.trace.neverConnected()) {
+	if a.err == nil || a.sentNothing() {
+		return false
+	}
+	if a.trace != nil && a.trace.neverConnected() {
 		return false // the inner transport never had a connection: nothing was sent
 	}
 	switch v.Reason {

@@ -23,8 +23,9 @@ const maxDrain = 4 << 10
 // Transport is an http.RoundTripper that makes calls to funder APIs safe to
 // retry. Build it with New; the zero value is not usable. A Transport is safe
 // for concurrent use by multiple goroutines and never changes after New,
-// except for its per-host circuit breakers and retry throttles and the queue
-// of its calls' deadlines.
+// except for its per-host circuit breakers and retry throttles, the queue
+// of its calls' deadlines, and what its attempts' traces have shown of the
+// inner transport (see ErrNotSent).
 type Transport struct {
 	next  http.RoundTripper
 	cfg   config
@@ -35,6 +36,7 @@ type Transport struct {
 	// real-time machinery may share.
 	sysClock bool
 	hosts    *hosts
+	events   traceEvidence  // whether the inner stack reports what it sends
 	dl       deadlineShards // the calls' budget deadlines, for calls in flight
 	ids      corrIDs        // draws the calls' correlation ids
 
@@ -737,7 +739,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 			}
 		}()
 	}
-	if guard := c.guardsResend(); guard || c.pol.reconciler != nil {
+	if guard, rec := c.guardsResend(), c.pol.reconciler != nil; guard || rec || c.t.events.watching() {
 		if cancel == nil && guard {
 			actx, acancel := context.WithCancelCause(ctx)
 			ctx, cancel = actx, acancel
@@ -747,7 +749,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 				}
 			}
 		}
-		ctx, a.trace = withAttemptTrace(ctx, cancel, guard, c.stopsH2C())
+		ctx, a.trace = withAttemptTrace(ctx, cancel, guard, rec, guard && c.stopsH2C())
 	}
 	if c.span != nil {
 		ctx, a.span = c.startAttemptSpan(ctx)
@@ -767,6 +769,9 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 	}
 	if a.err == nil && a.resp == nil {
 		a.err = errNoResponse
+	}
+	if a.trace != nil {
+		c.t.events.observe(a)
 	}
 	if a.trace != nil && a.trace.stoppedResend() {
 		if a.resp != nil {
@@ -809,11 +814,19 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 		return classifyError(cerr), Canceled, StopCanceled
 	}
 	if errors.Is(context.Cause(c.callCtx()), errCallDeadline) {
+		if a.sentNothing() {
+			return notSentClass, DeadLetter, StopDeadline
+		}
 		return Classification{Retryable: true, Reason: "transport:timeout"}, DeadLetter, StopDeadline
 	}
 	v := classifyError(err)
 	if !v.Retryable {
 		return v, FailedTerminal, StopTerminal
+	}
+	if a.sentNothing() {
+		// Whatever the inner layer's error says, it is that layer's:
+		// nothing reached the funder.
+		v = notSentClass
 	}
 	return v, "", ""
 }
@@ -822,10 +835,12 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 // failures count once: its first transient failure is a failure, and so is
 // a failed probe, which must reopen the breaker; its other retries are left
 // out, so that no single call, however many attempts it makes, trips the
-// breaker. The breaker opens after threshold failed calls in a row.
+// breaker. The breaker opens after threshold failed calls in a row. An
+// attempt that sent nothing tells it nothing, a probe included: it says
+// nothing of the funder.
 func (c *call) breakerVerdict(err error, v Classification, disp Disposition, probe bool) error {
 	switch {
-	case disp == Canceled:
+	case disp == Canceled, !v.charged():
 		return errBreakerExcluded
 	case v.Retryable:
 		if c.failedOnce && !probe {
@@ -841,11 +856,12 @@ func (c *call) breakerVerdict(err error, v Classification, disp Disposition, pro
 
 // throttleVerdict moves the host's retry throttle: a transient failure
 // takes a token, a 1xx-3xx response gives some back, and anything else
-// (terminal answers, the caller's cancellation) leaves it be.
+// (terminal answers, the caller's cancellation, an attempt that sent
+// nothing) leaves it be.
 func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Disposition) {
 	switch {
 	case disp == Canceled:
-	case v.Retryable:
+	case v.Retryable && v.charged():
 		c.host.throttle.onFailure()
 	case resp != nil && resp.StatusCode >= 100 && resp.StatusCode < 400:
 		c.host.throttle.onSuccess()
