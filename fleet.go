@@ -31,9 +31,10 @@ const (
 // Fleet shares each host's circuit breaker and retry budget across the
 // processes of a fleet (WithFleet). The package fleet, a module of its
 // own, provides one on PostgreSQL. Host is called once per host key
-// ("https://host:port") a Transport meets, possibly more than once for
-// one key when goroutines race: it must return the same FleetHost for the
-// same key. p is the host's policy as the Transport's options and
+// ("https://host:port") a Transport meets, again for a key whose state the
+// Transport dropped (see MaxHosts and HostIdle), and possibly more than
+// once for one key when goroutines race: it must return the same
+// FleetHost for the same key while one is held. p is the host's policy as the Transport's options and
 // ForHost's give it, for the shared state to follow. Host is not called
 // for a host with neither a breaker nor a retry throttle.
 // Implementations must be safe for concurrent use.

@@ -1,15 +1,19 @@
 package grantretry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -21,9 +25,68 @@ type hostState struct {
 	breaker  *hostBreaker
 	throttle *retryThrottle
 	fleet    FleetHost // nil without WithFleet
-	// attrs name the host on instruments and spans; nil without them.
-	attrs []attribute.KeyValue
-	sets  measureSets // the attribute sets of its calls' measurements
+	// attrs name the host on instruments, spanAttrs on spans; nil
+	// without them. attrs say OtherHost for a host past MaxHostSeries.
+	attrs, spanAttrs []attribute.KeyValue
+	sets             *measureSets // its calls' attribute sets
+	other            *otherSeries // the series it shares, nil for a host named on instruments
+	key              string
+	raws             []rawHost // its spellings in aliases or moreAliases; under hosts.mu
+
+	// inflight counts the calls that hold the state, from forURL to the
+	// end of RoundTrip; evictedMark once it is dropped, so that a call
+	// that finds it in a copy of aliases made before goes to the slow
+	// path. used is the Clock time, in Unix ns, of the start of the
+	// latest call to end, or of the state's making. Both are written by
+	// every call: they sit on a cache line of their own, away from the
+	// fields every call only reads.
+	_        [64]byte
+	inflight atomic.Int64
+	used     atomic.Int64
+	_        [48]byte
+}
+
+// evictedMark is inflight once the state is dropped: far enough below 0
+// that no number of calls adding 1 brings it back up.
+const evictedMark = math.MinInt64 / 2
+
+// hold counts a call in; false if the state has been dropped.
+func (hs *hostState) hold() bool {
+	if hs.inflight.Add(1) > 0 {
+		return true
+	}
+	hs.inflight.Add(-1)
+	return false
+}
+
+// releaseHost counts the call out of its host's state, and notes when it
+// started: the Clock reading the call made already, so that marking the
+// host used costs no reading of its own.
+func (c *call) releaseHost() {
+	hs := c.host
+	if hs == nil {
+		return
+	}
+	if !c.start.IsZero() {
+		if ns := c.start.UnixNano(); ns > hs.used.Load() {
+			hs.used.Store(ns)
+		}
+	}
+	hs.inflight.Add(-1)
+}
+
+// atRest reports whether the state is as a new one would be at now: no
+// breaker, or one closed with no failure counted and no change left to
+// log, and no throttle, or a full one. Dropping such a state changes no
+// decision: the host's next call makes one just like it.
+func (hs *hostState) atRest(now time.Time) bool {
+	if hb := hs.breaker; hb != nil {
+		s := hb.spell.Load()
+		if hb.gate.Load() != 0 || s == nil || s.failing.Load() || hb.hasPending.Load() {
+			return false
+		}
+	}
+	return hs.throttle.fullAt(now)
 }
 
 // ForHost applies opts to the calls whose URL host matches host, on top of
@@ -158,11 +221,35 @@ func (c *config) withRule(r *hostRule) *config {
 	return &rc
 }
 
-// hosts maps a host to its state, created lazily. Safe for concurrent use:
-// state built by a goroutine that loses the LoadOrStore race is dropped (it
-// holds no goroutine or timer). The maps grow with the number of distinct
-// hosts, and spellings of them, a Transport calls: for a grant pipeline,
-// its handful of funders.
+// Bounds of the state a Transport keeps per host (docs/policy.md,
+// "Per-host state"). A pipeline calls a handful of funders; these bound
+// what a funder that sends each call to a new host (a redirect to
+// 127.a.b.c, a host name per tenant) can make a Transport hold.
+const (
+	// MaxHosts is the most hosts whose state (policy, breaker, throttle,
+	// spellings) one Transport keeps, besides those with a call in
+	// flight, which it never drops. Past it, the insert of a new host
+	// drops the least recently used hosts, at rest first (see HostIdle):
+	// a host dropped with an open breaker or a drained bucket starts
+	// again closed and full at its next call.
+	MaxHosts = 4096
+	// HostIdle is how long, on the Transport's Clock, the state of a host
+	// at rest is kept with no call: a breaker closed with no failure
+	// counted and a full retry throttle, which a new state would match.
+	// A host whose breaker is open or counting failures, or whose bucket
+	// is not full, is kept whatever its idleness, below MaxHosts.
+	HostIdle = 10 * time.Minute
+	// MaxHostSeries is how many hosts (host keys) a Transport names on
+	// its instruments: the first it meets. The others are reported
+	// together, as server.address OtherHost with no server.port, so that
+	// a metrics backend holds a bounded number of series. Spans name
+	// every host.
+	MaxHostSeries = 256
+	// OtherHost is the server.address of the hosts past MaxHostSeries.
+	OtherHost = "_other"
+)
+
+// hosts maps a host to its state, created lazily. Safe for concurrent use.
 //
 // Every call looks its URL's spelling up in aliases, a map that is copied
 // on write: read with one atomic load and a lookup that hashes two
@@ -170,52 +257,185 @@ func (c *config) withRule(r *hostRule) *config {
 // 450 instructions a call, against about 250). A spelling is added once;
 // past maxAliases of them, the rest go to moreAliases, a sync.Map, so that
 // a Transport calling thousands of hosts does not copy thousands of
-// entries per new one.
+// entries per new one. Each state keeps at most maxSpellings spellings; a
+// host spelled more ways than that takes the slow path for the rest.
+//
+// The states are bounded (MaxHosts, HostIdle): the insert of a new host
+// sweeps them once their number has doubled since the last sweep, so the
+// cost is amortised over the inserts, and a call to a known host takes no
+// lock. A call holds its host's state from forURL to the end of
+// RoundTrip (hostState.inflight), and a state held is never dropped: no
+// call reports to a state its host no longer has.
 type hosts struct {
-	byKey       sync.Map // hostKey -> *hostState
 	aliases     atomic.Pointer[map[rawHost]*hostState]
-	aliasMu     sync.Mutex // serialises the writers of aliases
-	moreAliases sync.Map   // rawHost -> *hostState, once aliases is full
-	cfg         *config
+	moreAliases sync.Map // rawHost -> *hostState, once aliases is full
+
+	// mu guards the fields below and serialises the writers of aliases
+	// and moreAliases. It is never held while calling the Clock or the
+	// Fleet, which are the caller's code.
+	mu      sync.Mutex
+	byKey   map[string]*hostState
+	named   map[string]bool         // host keys with series of their own
+	other   map[string]*otherSeries // by scheme: the OtherHost series
+	sweepAt int                     // the number of states at which an insert sweeps
+	max     int                     // MaxHosts; tests lower it
+	cfg     *config
 }
 
-// maxAliases is how many spellings aliases holds.
-const maxAliases = 64
+// otherSeries is what the hosts past MaxHostSeries share on instruments.
+type otherSeries struct {
+	attrs []attribute.KeyValue
+	sets  *measureSets
+}
+
+const (
+	// maxAliases is how many spellings aliases holds.
+	maxAliases = 64
+	// maxSpellings is how many spellings one state is found by.
+	maxSpellings = 8
+	// minSweep is the fewest states at which an insert sweeps.
+	minSweep = 64
+)
 
 // rawHost is a URL's scheme and host as written: a map key that costs no
 // allocation to build, unlike the normalised hostKey.
 type rawHost struct{ scheme, host string }
 
-// forURL returns the state of u's host.
+// forURL returns the state of u's host, held for the call (see
+// call.releaseHost).
 func (h *hosts) forURL(u *url.URL) *hostState {
 	raw := rawHost{u.Scheme, u.Host}
-	m := h.aliases.Load()
-	if m != nil {
-		if hs, ok := (*m)[raw]; ok {
+	if m := h.aliases.Load(); m != nil {
+		if hs, ok := (*m)[raw]; ok && hs.hold() {
 			return hs
 		}
-		if len(*m) >= maxAliases {
-			if v, ok := h.moreAliases.Load(raw); ok {
-				return v.(*hostState)
-			}
+	}
+	if v, ok := h.moreAliases.Load(raw); ok {
+		if hs := v.(*hostState); hs.hold() {
+			return hs
 		}
 	}
-	hs := h.get(hostKey(u))
-	h.addAlias(raw, hs)
+	key := hostKey(u)
+	if hs := h.adopt(key, raw, nil, time.Time{}, true); hs != nil {
+		return hs
+	}
+	now := h.cfg.clock.Now()
+	return h.adopt(key, raw, h.build(key), now, true)
+}
+
+// get returns the state of the host with the given key, without holding
+// it: for tests and diagnostics.
+func (h *hosts) get(key string) *hostState {
+	if hs := h.adopt(key, rawHost{}, nil, time.Time{}, false); hs != nil {
+		return hs
+	}
+	now := h.cfg.clock.Now()
+	return h.adopt(key, rawHost{}, h.build(key), now, false)
+}
+
+// adopt returns the state of key, held if hold, and records raw as one of
+// its spellings (unless raw is zero). A key without a state gets fresh,
+// made at now, once the states are swept; with fresh nil, adopt returns
+// nil instead.
+func (h *hosts) adopt(key string, raw rawHost, fresh *hostState, now time.Time, hold bool) *hostState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hs := h.byKey[key]
+	if hs == nil {
+		if fresh == nil {
+			return nil
+		}
+		if h.byKey == nil {
+			h.byKey = make(map[string]*hostState)
+		}
+		h.sweep(now)
+		hs = fresh
+		hs.used.Store(now.UnixNano())
+		h.name(hs)
+		h.byKey[key] = hs
+	}
+	// A state in byKey is never marked dropped: it is marked under mu,
+	// and unmarked before mu is released unless it is removed.
+	if hold {
+		hs.hold()
+	}
+	if raw != (rawHost{}) {
+		h.addAlias(raw, hs)
+	}
 	return hs
 }
 
-// addAlias records that raw spells the host whose state is hs.
+// build makes the state of the host with the given key. It holds no
+// goroutine or timer, so one that loses a race is simply dropped.
+func (h *hosts) build(key string) *hostState {
+	cfg := h.cfg
+	if len(cfg.rules) > 0 {
+		host, port, _ := net.SplitHostPort(key[strings.Index(key, "://")+3:])
+		cfg = cfg.forHost(host, port)
+	}
+	hs := &hostState{cfg: cfg, key: key}
+	if cfg.breakerOn {
+		hs.breaker = newHostBreaker(key, cfg)
+	}
+	if cfg.throttleOn {
+		hs.throttle = newRetryThrottle(cfg.maxTokens, cfg.tokenRatio, cfg.refill, cfg.clock)
+	}
+	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
+		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
+	}
+	if cfg.tracerProvider != nil {
+		hs.spanAttrs = hostAttrs(key)
+	}
+	return hs
+}
+
+// name gives a new state its attributes on instruments: its own for the
+// first MaxHostSeries host keys, OtherHost's for the rest. h.mu is held.
+func (h *hosts) name(hs *hostState) {
+	if h.cfg.meterProvider == nil {
+		return
+	}
+	if h.named[hs.key] || len(h.named) < MaxHostSeries {
+		if h.named == nil {
+			h.named = make(map[string]bool)
+		}
+		h.named[hs.key] = true
+		hs.attrs = hs.spanAttrs
+		if hs.attrs == nil {
+			hs.attrs = hostAttrs(hs.key)
+		}
+		hs.sets = &measureSets{}
+		return
+	}
+	scheme := hs.key[:strings.Index(hs.key, "://")]
+	o := h.other[scheme]
+	if o == nil {
+		if h.other == nil {
+			h.other = make(map[string]*otherSeries)
+		}
+		o = &otherSeries{
+			attrs: []attribute.KeyValue{keyServerAddress.String(OtherHost), keyScheme.String(scheme)},
+			sets:  &measureSets{},
+		}
+		h.other[scheme] = o
+	}
+	hs.attrs, hs.sets, hs.other = o.attrs, o.sets, o
+}
+
+// addAlias records that raw spells the host whose state is hs. h.mu is
+// held.
 func (h *hosts) addAlias(raw rawHost, hs *hostState) {
-	h.aliasMu.Lock()
-	defer h.aliasMu.Unlock()
 	var old map[rawHost]*hostState
 	if m := h.aliases.Load(); m != nil {
 		old = *m
 	}
-	if _, ok := old[raw]; ok {
+	if _, ok := old[raw]; ok || len(hs.raws) >= maxSpellings {
 		return
 	}
+	if _, ok := h.moreAliases.Load(raw); ok {
+		return
+	}
+	hs.raws = append(hs.raws, raw)
 	if len(old) >= maxAliases {
 		h.moreAliases.Store(raw, hs)
 		return
@@ -228,31 +448,109 @@ func (h *hosts) addAlias(raw rawHost, hs *hostState) {
 	h.aliases.Store(&m)
 }
 
-// get returns the state of the host with the given key.
-func (h *hosts) get(key string) *hostState {
-	if v, ok := h.byKey.Load(key); ok {
-		return v.(*hostState)
+// sweep drops states, if there are sweepAt of them: those at rest and
+// idle for HostIdle, then, while MaxHosts or more are left, the least
+// recently used, at rest first, down to three quarters of MaxHosts. A
+// state held by a call is never dropped. h.mu is held.
+func (h *hosts) sweep(now time.Time) {
+	if len(h.byKey) < h.sweepAt {
+		return
 	}
-	cfg := h.cfg
-	if len(cfg.rules) > 0 {
-		host, port, _ := net.SplitHostPort(key[strings.Index(key, "://")+3:])
-		cfg = cfg.forHost(host, port)
+	limit := h.max
+	if limit <= 0 {
+		limit = MaxHosts
 	}
-	hs := &hostState{cfg: cfg}
-	if cfg.breakerOn {
-		hs.breaker = newHostBreaker(key, cfg)
+	idleSince := now.Add(-HostIdle).UnixNano()
+	type kept struct {
+		hs   *hostState
+		rest bool
+		used int64
 	}
-	if cfg.throttleOn {
-		hs.throttle = newRetryThrottle(cfg.maxTokens, cfg.tokenRatio, cfg.refill, cfg.clock)
+	var left []kept
+	dropped := false
+	for _, hs := range h.byKey {
+		if hs.inflight.Load() != 0 {
+			continue
+		}
+		rest, used := hs.atRest(now), hs.used.Load()
+		if rest && used <= idleSince && h.drop(hs, now, true) {
+			dropped = true
+			continue
+		}
+		left = append(left, kept{hs, rest, used})
 	}
-	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
-		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
+	if len(h.byKey) >= limit {
+		slices.SortFunc(left, func(a, b kept) int {
+			if a.rest != b.rest {
+				if a.rest {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a.used, b.used)
+		})
+		for _, k := range left {
+			if len(h.byKey) <= limit*3/4 {
+				break
+			}
+			if h.drop(k.hs, now, false) {
+				dropped = true
+			}
+		}
 	}
-	if cfg.meterProvider != nil || cfg.tracerProvider != nil {
-		hs.attrs = hostAttrs(key)
+	h.sweepAt = min(max(2*len(h.byKey), minSweep), limit)
+	if len(h.byKey) >= h.sweepAt { // all held by calls
+		h.sweepAt = len(h.byKey) + max(limit/4, 1)
 	}
-	v, _ := h.byKey.LoadOrStore(key, hs)
-	return v.(*hostState)
+	if dropped {
+		h.pruneAliases()
+	}
+}
+
+// drop removes hs unless a call holds it or, with rest, unless it is not
+// at rest: judged again once no call can take it, since a call may have
+// come and gone since the sweep looked. h.mu is held.
+func (h *hosts) drop(hs *hostState, now time.Time, rest bool) bool {
+	if !hs.inflight.CompareAndSwap(0, evictedMark) {
+		return false
+	}
+	if rest && (!hs.atRest(now) || hs.used.Load() > now.Add(-HostIdle).UnixNano()) {
+		hs.inflight.Add(-evictedMark)
+		return false
+	}
+	delete(h.byKey, hs.key)
+	for _, r := range hs.raws {
+		h.moreAliases.Delete(r)
+	}
+	return true
+}
+
+// pruneAliases copies aliases without the dropped states. h.mu is held.
+func (h *hosts) pruneAliases() {
+	p := h.aliases.Load()
+	if p == nil {
+		return
+	}
+	m := make(map[rawHost]*hostState, len(*p))
+	for k, v := range *p {
+		if v.inflight.Load() >= 0 {
+			m[k] = v
+		}
+	}
+	if len(m) != len(*p) {
+		h.aliases.Store(&m)
+	}
+}
+
+// all returns the states kept now.
+func (h *hosts) all() []*hostState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*hostState, 0, len(h.byKey))
+	for _, hs := range h.byKey {
+		out = append(out, hs)
+	}
+	return out
 }
 
 // hostKey names a funder host: lower-case scheme and host (see canonHost),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,23 +170,7 @@ func newMetrics(mp metric.MeterProvider, h *hosts) *metrics {
 		metric.WithDescription("Tokens in each host's retry throttle bucket now; retries are refused at half of the maximum or less."))
 	errs = append(errs, err)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		h.byKey.Range(func(_, v any) bool {
-			hs := v.(*hostState)
-			if hb := hs.breaker; hb != nil {
-				now := hb.state()
-				for _, s := range []gobreaker.State{gobreaker.StateClosed, gobreaker.StateHalfOpen, gobreaker.StateOpen} {
-					n := int64(0)
-					if s == now {
-						n = 1
-					}
-					o.ObserveInt64(breaker, n, metric.WithAttributes(append(hs.attrs[:len(hs.attrs):len(hs.attrs)], keyBreakerState.String(breakerState(s)))...))
-				}
-			}
-			if rt := hs.throttle; rt != nil {
-				o.ObserveFloat64(tokens, rt.level(), metric.WithAttributes(hs.attrs...))
-			}
-			return true
-		})
+		observeHosts(o, breaker, tokens, h.all())
 		return nil
 	}, breaker, tokens)
 	errs = append(errs, err)
@@ -193,6 +178,67 @@ func newMetrics(mp metric.MeterProvider, h *hosts) *metrics {
 		otel.Handle(err)
 	}
 	return out
+}
+
+// observeHosts observes each host's breaker and throttle. The hosts past
+// MaxHostSeries share their series: their breaker gauge counts how many
+// of them are in each state, and their tokens gauge is the lowest bucket
+// among them, the one nearest to refusing retries.
+func observeHosts(o metric.Observer, breaker metric.Int64ObservableGauge, tokens metric.Float64ObservableGauge, hs []*hostState) {
+	type others struct {
+		states [3]int64
+		anyBkr bool
+		low    float64
+		anyRT  bool
+	}
+	var other map[*otherSeries]*others // nil until a host is OtherHost's
+	states := [3]gobreaker.State{gobreaker.StateClosed, gobreaker.StateHalfOpen, gobreaker.StateOpen}
+	for _, s := range hs {
+		if s.other != nil {
+			if other == nil {
+				other = map[*otherSeries]*others{}
+			}
+			agg := other[s.other]
+			if agg == nil {
+				agg = &others{}
+				other[s.other] = agg
+			}
+			if hb := s.breaker; hb != nil {
+				agg.anyBkr = true
+				agg.states[slices.Index(states[:], hb.state())]++
+			}
+			if rt := s.throttle; rt != nil {
+				if l := rt.level(); !agg.anyRT || l < agg.low {
+					agg.low = l
+				}
+				agg.anyRT = true
+			}
+			continue
+		}
+		if hb := s.breaker; hb != nil {
+			now := hb.state()
+			for _, st := range states {
+				n := int64(0)
+				if st == now {
+					n = 1
+				}
+				o.ObserveInt64(breaker, n, metric.WithAttributes(append(s.attrs[:len(s.attrs):len(s.attrs)], keyBreakerState.String(breakerState(st)))...))
+			}
+		}
+		if rt := s.throttle; rt != nil {
+			o.ObserveFloat64(tokens, rt.level(), metric.WithAttributes(s.attrs...))
+		}
+	}
+	for os, agg := range other {
+		if agg.anyBkr {
+			for i, st := range states {
+				o.ObserveInt64(breaker, agg.states[i], metric.WithAttributes(append(os.attrs[:len(os.attrs):len(os.attrs)], keyBreakerState.String(breakerState(st)))...))
+			}
+		}
+		if agg.anyRT {
+			o.ObserveFloat64(tokens, agg.low, metric.WithAttributes(os.attrs...))
+		}
+	}
 }
 
 // hostAttrs are the attributes that name a host on every instrument and
@@ -249,7 +295,7 @@ type measureSets struct {
 // measure returns the measurement option of k for the call's host,
 // making it with mk the first time.
 func (c *call) measure(k measureKey, mk func() metric.MeasurementOption) metric.MeasurementOption {
-	ms := &c.host.sets
+	ms := c.host.sets
 	ms.mu.RLock()
 	o, ok := ms.sets[k]
 	ms.mu.RUnlock()
@@ -288,7 +334,7 @@ func (c *call) startSpan() {
 func (c *call) startAttemptSpan(ctx context.Context) (context.Context, trace.Span) {
 	kv := make([]attribute.KeyValue, 0, 6)
 	kv = append(kv, methodAttr(c.req.Method), keyCorrelationID.String(c.out.CorrelationID))
-	kv = append(kv, c.host.attrs...)
+	kv = append(kv, c.host.spanAttrs...)
 	if n := c.out.Attempts; n > 0 {
 		kv = append(kv, keyResendCount.Int(n))
 	}
@@ -377,7 +423,7 @@ func (c *call) observeEnd(cause error) {
 	s := c.span
 	c.span = nil
 	if c.host != nil {
-		s.SetAttributes(c.host.attrs...)
+		s.SetAttributes(c.host.spanAttrs...)
 	}
 	s.SetAttributes(
 		keyCorrelationID.String(c.out.CorrelationID),

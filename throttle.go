@@ -172,3 +172,9 @@ func (rt *retryThrottle) stamp(now time.Time) int64 {
 func (rt *retryThrottle) level() float64 {
 	return float64(rt.levelAt(rt.state.Load(), rt.stamp(rt.clock.Now()))) / milli
 }
+
+// fullAt reports whether the bucket is full at now, as a new one is; a
+// nil throttle is.
+func (rt *retryThrottle) fullAt(now time.Time) bool {
+	return rt == nil || rt.levelAt(rt.state.Load(), rt.stamp(now)) >= rt.max
+}

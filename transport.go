@@ -209,6 +209,7 @@ type call struct {
 // response and an *Error. It never modifies req, and always closes its body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &call{t: t, req: req}
+	defer c.releaseHost()
 	c.p.size = -1
 	if t.tracer != nil && req != nil {
 		c.startSpan()

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/grantretry/grantretry"
 	"github.com/jackc/pgx/v5"
@@ -90,9 +92,18 @@ type Coordinator struct {
 	pool *pgxpool.Pool
 	cfg  config
 
-	mu    sync.Mutex // guards hosts
-	hosts map[string]*coordHost
+	// hosts holds every host a Transport holds, weakly: a host is kept
+	// in memory by the Transports that hold its state, and forgotten
+	// once none does (a Transport drops a host's state as MaxHosts and
+	// HostIdle in the core say), so that the map is bounded by what the
+	// Transports keep. While one is held, Host gives it to every caller
+	// of its key. mu guards hosts.
+	mu    sync.Mutex
+	hosts map[string]weak.Pointer[coordHost]
 	fresh chan struct{} // a host was added: read its row soon
+	// swept is when, on the monotonic clock since start, the rows were
+	// last swept (see sweep); tick's own.
+	swept time.Duration
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -171,7 +182,7 @@ type coordHost struct {
 // an outage's first reports then find them warm (see warm).
 func NewCoordinator(pool *pgxpool.Pool, opts ...Option) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]*coordHost{}, ctx: ctx, cancel: cancel,
+	c := &Coordinator{pool: pool, cfg: newConfig(opts), hosts: map[string]weak.Pointer[coordHost]{}, ctx: ctx, cancel: cancel,
 		fresh: make(chan struct{}, 1), start: time.Now(), slots: make(chan struct{}, maxDetached),
 		warmed: map[*pgx.Conn]bool{}}
 	c.rebaseWall()
@@ -201,15 +212,19 @@ func (c *Coordinator) Close() {
 // State) leaves the policy to the Transport. What p leaves at zero takes
 // the core's defaults. Two Transports of one process that give one host
 // different policies share the first one's here: give them one
-// Coordinator each, or one policy.
+// Coordinator each, or one policy. The Coordinator holds a host only as
+// long as a caller holds what Host returned: a host no Transport holds
+// any longer is forgotten, and its next Host starts from its row.
 func (c *Coordinator) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h, ok := c.hosts[key]
-	if !ok {
+	h := c.hosts[key].Value()
+	if h == nil {
 		h = &coordHost{c: c, key: key}
 		h.policy.Store(ptr(withDefaults(grantretry.FleetPolicy{})))
-		c.hosts[key] = h
+		wp := weak.Make(h)
+		c.hosts[key] = wp
+		runtime.AddCleanup(h, c.forget, heldHost{key, wp})
 		select { // never waits: tick reads it
 		case c.fresh <- struct{}{}:
 		default:
@@ -222,12 +237,30 @@ func (c *Coordinator) Host(key string, p grantretry.FleetPolicy) grantretry.Flee
 	return h
 }
 
+// heldHost names a host of the map, for its cleanup.
+type heldHost struct {
+	key string
+	wp  weak.Pointer[coordHost]
+}
+
+// forget removes a host that nothing holds any longer, unless its key
+// has a newer one.
+func (c *Coordinator) forget(hh heldHost) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hosts[hh.key] == hh.wp {
+		delete(c.hosts, hh.key)
+	}
+}
+
 func (c *Coordinator) all() []*coordHost {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*coordHost, 0, len(c.hosts))
-	for _, h := range c.hosts {
-		out = append(out, h)
+	for _, wp := range c.hosts {
+		if h := wp.Value(); h != nil {
+			out = append(out, h)
+		}
 	}
 	return out
 }
@@ -396,13 +429,14 @@ func (h *coordHost) learn(retry bool, made time.Duration) {
 // failedSQL is Failed's statement.
 const failedSQL = `
 		WITH u AS (
-			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until, levels_at, levels)
+			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until, levels_at, levels, refill_s)
 			VALUES ($1, GREATEST($5::float8 - 1, 0), $5, CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END,
 				CASE WHEN $2 > 0 THEN $9::timestamptz ELSE '-infinity' END,
 				CASE WHEN $2 = 1 THEN now() END,
 				CASE WHEN $2 = 1 THEN now() + $3::interval ELSE '-infinity' END,
 				CASE WHEN $5 > 0 THEN ARRAY[now()] ELSE '{}' END,
-				CASE WHEN $5 > 0 THEN ARRAY[GREATEST($5 - 1, 0)] ELSE '{}' END)
+				CASE WHEN $5 > 0 THEN ARRAY[GREATEST($5 - 1, 0)] ELSE '{}' END,
+				CASE WHEN $5 > 0 THEN $7::float8 ELSE 0 END)
 			ON CONFLICT (host) DO UPDATE SET
 				failures = CASE WHEN $2 = 0 THEN h.failures WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END,
 				failed_at = CASE WHEN $2 = 0 THEN h.failed_at ELSE GREATEST(h.failed_at, $9) END,
@@ -412,6 +446,7 @@ const failedSQL = `
 					AND CASE WHEN $6 > h.failed_at THEN 1 ELSE h.failures + 1 END >= $2 THEN now() + $3::interval ELSE h.probe_until END,
 				max_tokens = CASE WHEN $5 = 0 THEN h.max_tokens ELSE $5 END,
 				refilled = CASE WHEN $5 = 0 THEN h.refilled ELSE now() END,
+				refill_s = CASE WHEN $5 = 0 THEN h.refill_s ELSE $7 END,
 				tokens = CASE WHEN $5 = 0 THEN h.tokens WHEN h.max_tokens = 0 THEN GREATEST($5 - 1, 0)
 					ELSE ` + withdrawnTokens + ` END,
 				levels_at = CASE WHEN $5 = 0 THEN h.levels_at WHEN h.max_tokens = 0 THEN ARRAY[now()]
@@ -615,7 +650,7 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 			key = n.Payload
 		}
 		c.mu.Lock()
-		h := c.hosts[key]
+		h := c.hosts[key].Value()
 		c.mu.Unlock()
 		switch {
 		case h == nil:
@@ -751,6 +786,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 			reread.next()
 			c.reread(ctx)
 			c.warm(ctx)
+			if since := time.Since(c.start); since-c.swept >= sweepEvery {
+				c.swept = since
+				c.sweep(ctx, grantretry.HostIdle)
+			}
 		case <-c.fresh:
 			c.reread(ctx)
 			c.warm(ctx)
@@ -889,3 +928,42 @@ const depositSQL = `WITH u AS (UPDATE grantretry_hosts
 
 // depositCredit is what a deposit of $2 tokens adds (see depositSQL).
 const depositCredit = `LEAST($2::float8, GREATEST(max_tokens - grantretry_level_at(levels_at, levels, $3::timestamptz, max_tokens), 0))`
+
+// sweepEvery is how often a Coordinator sweeps the rows, and sweepBatch
+// how many rows one statement of the sweep deletes at most.
+const (
+	sweepEvery = time.Minute
+	sweepBatch = 1000
+)
+
+// sweepSQL deletes the rows at rest: the breaker closed with no probe
+// lease, no failure and no withdrawal for $1, and the bucket full again
+// by its refill (refill_s, the refill period of the last withdrawal's
+// policy; a row from before that column has DefaultRefill's, $3). Such a row
+// is what no row is, a closed breaker and a full bucket, but for its run
+// of failures, which is forgotten: a failure more than $1 after the last
+// one starts a run of its own, as a success in between would. Rows busy
+// with a report are skipped, not waited for; a report that comes after
+// the delete inserts the row afresh.
+const sweepSQL = `WITH d AS (DELETE FROM grantretry_hosts WHERE host IN (
+		SELECT host FROM grantretry_hosts
+		WHERE opened_at IS NULL AND probe_until < now()
+			AND failed_at < now() - $1::interval AND refilled < now() - $1::interval
+			AND (max_tokens = 0 OR tokens + EXTRACT(EPOCH FROM now() - refilled) * max_tokens / 2
+				/ COALESCE(NULLIF(refill_s, 0), $3::float8) >= max_tokens)
+		LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1)
+	SELECT count(*) FROM d, ` + asyncCommit
+
+// sweep deletes the rows at rest for idle (see sweepSQL), a batch at a
+// time, so that the table holds the hosts a fleet calls, not every host
+// it ever called. Every Coordinator sweeps: a delete is idempotent.
+func (c *Coordinator) sweep(ctx context.Context, idle time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		var n int64
+		if err := c.pool.QueryRow(ctx, sweepSQL, idle, sweepBatch, DefaultRefill.Seconds()).Scan(&n); err != nil || n < sweepBatch {
+			return // the next sweep tries again
+		}
+	}
+}

@@ -72,6 +72,9 @@ ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS failed_at timestamptz NOT 
 -- raised by the deposits credited since (see grantretry_level_at).
 ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS levels_at timestamptz[] NOT NULL DEFAULT '{}';
 ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS levels double precision[] NOT NULL DEFAULT '{}';
+-- The refill period, in seconds, of the last withdrawal's policy: for the
+-- sweep of the rows at rest (0: the default's).
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS refill_s double precision NOT NULL DEFAULT 0;
 
 -- grantretry_level_at is the bucket's level at t as the row's recent
 -- levels tell it: the newest at or before t; before them all, the oldest
@@ -162,6 +165,6 @@ func GrantStatements(role string) []string {
 		"GRANT SELECT, INSERT ON grantretry_trail TO " + r,
 		"REVOKE UPDATE, DELETE, TRUNCATE ON grantretry_trail FROM " + r,
 		"GRANT SELECT, INSERT, UPDATE ON grantretry_letters TO " + r,
-		"GRANT SELECT, INSERT, UPDATE ON grantretry_hosts TO " + r,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON grantretry_hosts TO " + r,
 	}
 }
