@@ -57,8 +57,10 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		letters := fleet.NewLetters(pool)
+		defer letters.Close() // waits for the letters still being inserted
 		procs = append(procs, grantretry.New(nil, grantretry.WithFleet(co), grantretry.WithAuditTrail(tr),
-			grantretry.WithDeadLetter(fleet.NewLetters(pool, fleet.WithLimit(time.Second))),
+			grantretry.WithDeadLetter(letters),
 			grantretry.WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
 	}
 	time.Sleep(200 * time.Millisecond) // the Coordinators read the breaker rows
