@@ -12,10 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/internal/operator"
 	"github.com/grantretry/grantretry/trail"
 )
 
@@ -391,31 +390,7 @@ func (tc *tracedCall) writeDisposition(w io.Writer) {
 
 // fieldText renders a field value as the record has it, safe on a
 // terminal: a funder's or a caller's text may hold escape sequences.
-func fieldText(v any) string { return escapeControl(rawText(v)) }
-
-// escapeControl is s with every control character, and every byte that
-// is not UTF-8, written as a Go escape (\x1b, \n, \u0085); s itself if it
-// has none.
-func escapeControl(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsControl(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func fieldText(v any) string { return operator.EscapeControl(rawText(v)) }
 
 // rawText is a field value as the record has it, as text.
 func rawText(v any) string {

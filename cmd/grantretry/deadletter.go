@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/internal/operator"
 	"github.com/grantretry/grantretry/trail"
 )
 
@@ -226,7 +225,7 @@ func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) err
 	}
 	for _, l := range letters {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
-			l.StopReason, escapeControl(l.Method), escapeControl(l.URL), l.Attempts, escapeControl(lastOutcome(l)), bodySize(l))
+			l.StopReason, operator.EscapeControl(l.Method), operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
 	return tw.Flush()
@@ -313,7 +312,9 @@ func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A letter's text is the caller's and the funder's: shown escaped, so
 	// that no byte of it drives the terminal (a C1 control in Latin-1).
-	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%s\n", name, escapeControl(fmt.Sprint(value))) }
+	field := func(name string, value any) {
+		fmt.Fprintf(tw, "%s\t%s\n", name, operator.EscapeControl(fmt.Sprint(value)))
+	}
 	field("letter", l.ID)
 	field("state", letterState(rec))
 	field("version", l.Version)
@@ -363,7 +364,7 @@ func writeHeaderLines(tw io.Writer, label string, h http.Header) {
 	}
 	for _, name := range names {
 		for _, v := range h[name] {
-			fmt.Fprintf(tw, "%s\t%s: %s\n", label, escapeControl(name), escapeControl(v))
+			fmt.Fprintf(tw, "%s\t%s: %s\n", label, operator.EscapeControl(name), operator.EscapeControl(v))
 			label = ""
 		}
 	}
@@ -417,7 +418,7 @@ type redeliverFlags struct {
 	dryRun   bool
 	timeout  time.Duration
 	trail    string
-	creds    credentials
+	creds    operator.Credentials
 }
 
 func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
@@ -427,8 +428,8 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
 	fs.StringVar(&f.trail, "trail", "", "the live file of the audit trail that records the redeliveries (default DIR/redelivered/"+defaultRedeliveryTrail+")")
-	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
-	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
+	fs.Var(operator.HeaderFlag{C: &f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
+	fs.Var(operator.HeaderEnvFlag{C: &f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
 }
 
@@ -440,8 +441,8 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case f.creds.err != nil:
-		return usageError{err: f.creds.err}
+	case f.creds.Err != nil:
+		return usageError{err: f.creds.Err}
 	case len(pos) == 0:
 		return usageError{err: errors.New("redeliver wants a directory, then letter ids or -all")}
 	case f.all == (len(pos) > 1):
@@ -470,7 +471,7 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client, closeIdle := newRedeliveryClient(f.creds.header, tl)
+	client, closeIdle := newRedeliveryClient(f.creds.Header, tl)
 	err = r.run(client, letters, failed)
 	closeIdle()
 	if cerr := tl.Close(); cerr != nil {
@@ -570,7 +571,7 @@ func (r redeliverer) run(client *http.Client, letters []*grantretry.Letter, unre
 	for _, l := range letters {
 		var err error
 		if r.f.dryRun {
-			err = writePlan(r.stdout, l, &r.f.creds)
+			err = operator.WritePlan(r.stdout, l, &r.f.creds)
 		} else {
 			err = r.one(client, l)
 		}
@@ -623,226 +624,7 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 func newRedeliveryClient(creds http.Header, tl *trail.Trail) (*http.Client, func()) {
 	tr := grantretry.New(nil, grantretry.WithAuditTrail(tl))
 	return &http.Client{
-		Transport:     withHeaders{next: tr, header: creds},
+		Transport:     operator.WithHeaders{Next: tr, Header: creds},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, tr.CloseIdleConnections
-}
-
-// withHeaders sets its headers on a clone of each request, replacing any
-// of the same name, and never touches the caller's request.
-type withHeaders struct {
-	next   http.RoundTripper
-	header http.Header
-}
-
-func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	setHeaders(r.Header, w.header)
-	return w.next.RoundTrip(r)
-}
-
-func setHeaders(dst, src http.Header) {
-	for name, vs := range src {
-		dst[name] = slices.Clone(vs)
-	}
-}
-
-// credentials are the operator's headers, with where each value came from,
-// so a dry run can name its source without showing it.
-type credentials struct {
-	header http.Header
-	source map[string]string // canonical name -> "-header" or "$VAR"
-	// seen counts the -header and -header-env flags so far, by flag, so
-	// that an error can point at one without quoting it.
-	seen map[string]int
-	// err is the first bad -header or -header-env. It is kept here, not
-	// returned by Set, because the flag package would quote the argument,
-	// secret and all, in its message. It names the flag by position and
-	// the header by name, when that is a valid one, and nothing else.
-	err error
-}
-
-// next counts one more flag and returns its position, 1 for the first.
-func (c *credentials) next(flagName string) int {
-	if c.seen == nil {
-		c.seen = map[string]int{}
-	}
-	c.seen[flagName]++
-	return c.seen[flagName]
-}
-
-// fail records the first problem with the n-th flagName. name is shown
-// only if it is a valid header name: anything else may be a secret that
-// landed there by mistake.
-func (c *credentials) fail(flagName string, n int, name, problem string) {
-	if c.err != nil {
-		return
-	}
-	where := fmt.Sprintf("%s #%d", flagName, n)
-	if validHeaderName(name) {
-		where += " (" + http.CanonicalHeaderKey(name) + ")"
-	}
-	c.err = fmt.Errorf("%s: %s", where, problem)
-}
-
-func (c *credentials) add(name, value, source string) {
-	if c.header == nil {
-		c.header, c.source = http.Header{}, map[string]string{}
-	}
-	name = http.CanonicalHeaderKey(name)
-	c.header.Add(name, value)
-	c.source[name] = source
-}
-
-// fromTheLetter reports whether a redelivery takes the header canon (in
-// canonical form) from the letter. HeaderCorrelationID is not canonical
-// ("X-Correlation-ID"), hence the conversions.
-func fromTheLetter(canon string) bool {
-	switch canon {
-	case http.CanonicalHeaderKey(grantretry.HeaderIdempotencyKey),
-		http.CanonicalHeaderKey(grantretry.HeaderCorrelationID),
-		"Host", "Content-Length":
-		return true
-	}
-	return false
-}
-
-// checkName says what is wrong with a header name given by a flag, ""
-// if nothing.
-func checkName(name string) string {
-	if !validHeaderName(name) {
-		return "not a valid header name (the argument is not shown: it may hold a secret)"
-	}
-	if fromTheLetter(http.CanonicalHeaderKey(name)) {
-		return "comes from the letter, not from a flag"
-	}
-	return ""
-}
-
-// checkValue says what is wrong with a header value given by a flag, ""
-// if nothing; it never quotes the value.
-func checkValue(value string) string {
-	if value == "" {
-		return "empty value"
-	}
-	if strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
-		return "control character in the value"
-	}
-	return ""
-}
-
-// shown is a header value as a dry run prints it: the operator's own, and
-// any a letter should never have held, are named but not shown.
-func (c *credentials) shown(name, value string) string {
-	if src, ok := c.source[name]; ok {
-		return "[not shown: from " + src + "]"
-	}
-	if grantretry.SecretName(name) {
-		return "[not shown]"
-	}
-	return value
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// headerFlag is -header "Name: value". Set never fails: see
-// credentials.err.
-type headerFlag struct{ c *credentials }
-
-func (f headerFlag) String() string { return "" }
-
-func (f headerFlag) Set(s string) error {
-	n := f.c.next("-header")
-	name, value, ok := strings.Cut(s, ":")
-	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-	if !ok {
-		f.c.fail("-header", n, "", `want "Name: value" (the argument is not shown: it may hold a secret)`)
-		return nil
-	}
-	if problem := cmp.Or(checkName(name), checkValue(value)); problem != "" {
-		f.c.fail("-header", n, name, problem)
-		return nil
-	}
-	f.c.add(name, value, "-header")
-	return nil
-}
-
-// headerEnvFlag is -header-env "Name=VAR". Set never fails: see
-// credentials.err.
-type headerEnvFlag struct{ c *credentials }
-
-func (f headerEnvFlag) String() string { return "" }
-
-func (f headerEnvFlag) Set(s string) error {
-	n := f.c.next("-header-env")
-	name, env, ok := strings.Cut(s, "=")
-	name = strings.TrimSpace(name)
-	if !ok || env == "" {
-		f.c.fail("-header-env", n, "", `want "Name=VAR" (the argument is not shown: it may hold a secret)`)
-		return nil
-	}
-	if problem := checkName(name); problem != "" {
-		f.c.fail("-header-env", n, name, problem)
-		return nil
-	}
-	value, set := os.LookupEnv(env)
-	switch {
-	case !set:
-		f.c.fail("-header-env", n, name, "the environment variable it names is not set (the name is not shown: a secret pasted in its place would not be set either)")
-	case checkValue(value) != "":
-		f.c.fail("-header-env", n, name, checkValue(value))
-	default:
-		f.c.add(name, value, "$"+env)
-	}
-	return nil
-}
-
-// writePlan prints what redelivering l would send, built as Redeliver
-// builds it, with the operator's headers named but not shown.
-func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
-	req, err := deadletter.NewRedeliveryRequest(context.Background(), l)
-	if err != nil {
-		return err
-	}
-	setHeaders(req.Header, c.header)
-	var b strings.Builder
-	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, escapeControl(req.Method), escapeControl(req.URL.String()))
-	if req.Host != req.URL.Host { // only the letter's own Host differs
-		fmt.Fprintf(&b, "  Host: %s\n", escapeControl(req.Host))
-	}
-	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
-		for _, v := range req.Header[name] {
-			fmt.Fprintf(&b, "  %s: %s\n", name, escapeControl(c.shown(name, v)))
-		}
-	}
-	sum := sha256.Sum256(l.Body)
-	fmt.Fprintf(&b, "  body: %d bytes, sha256 %s\n", len(l.Body), hex.EncodeToString(sum[:]))
-	if l.SubmissionID != "" {
-		fmt.Fprintf(&b, "  submission id: %s (in the audit trail; sent in no header)\n", l.SubmissionID)
-	}
-	if l.Ambiguous && l.IdempotencyKey != "" {
-		fmt.Fprintf(&b, "  warning: its last attempt may have been applied: it is sent only with -trust-key\n")
-	}
-	for _, name := range l.Redacted {
-		if _, ok := c.source[http.CanonicalHeaderKey(name)]; !ok {
-			fmt.Fprintf(&b, "  warning: %s was left out of the letter and no -header gives it\n", name)
-		}
-	}
-	for _, name := range l.RedactedQuery {
-		fmt.Fprintf(&b, "  warning: query parameter %s was left out of the letter's URL; no flag can give it back\n", name)
-	}
-	_, err = io.WriteString(w, b.String())
-	return err
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/internal/operator"
 )
 
 // dlFunder is a loopback funder that honours Idempotency-Key (one effect
@@ -387,7 +388,7 @@ func TestWithHeadersLeavesTheCallersRequestAlone(t *testing.T) {
 	})
 	req, _ := http.NewRequest(http.MethodGet, "https://funder.example/x", nil)
 	req.Header.Set("Authorization", "stale")
-	_, err := withHeaders{next: next, header: http.Header{"Authorization": {dlToken}}}.RoundTrip(req)
+	_, err := operator.WithHeaders{Next: next, Header: http.Header{"Authorization": {dlToken}}}.RoundTrip(req)
 	if err != nil || got.Get("Authorization") != dlToken || req.Header.Get("Authorization") != "stale" {
 		t.Errorf("sent %q, caller's request now %q (%v); want %q sent and the caller's untouched",
 			got.Get("Authorization"), req.Header.Get("Authorization"), err, dlToken)

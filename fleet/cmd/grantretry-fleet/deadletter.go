@@ -20,6 +20,7 @@ import (
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/fleet"
+	"github.com/grantretry/grantretry/internal/operator"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -307,7 +308,7 @@ type redeliverFlags struct {
 	dryRun   bool
 	worker   string
 	timeout  time.Duration
-	creds    credentials
+	creds    operator.Credentials
 }
 
 func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
@@ -317,8 +318,8 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included; its lease is this and a quarter more")
-	fs.Var(headerFlag{&f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
-	fs.Var(headerEnvFlag{&f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
+	fs.Var(operator.HeaderFlag{C: &f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
+	fs.Var(operator.HeaderEnvFlag{C: &f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
 }
 
@@ -341,8 +342,8 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case f.creds.err != nil:
-		return usageError{f.creds.err}
+	case f.creds.Err != nil:
+		return usageError{f.creds.Err}
 	case f.all == (len(ids) > 0):
 		return usagef("redeliver: give -all or letter ids, not both or neither")
 	case f.timeout <= 0:
@@ -416,7 +417,7 @@ func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(
 	}
 	tp := grantretry.New(nil, grantretry.WithAuditTrail(tr))
 	r.client = &http.Client{
-		Transport:     withHeaders{next: tp, header: r.f.creds.header},
+		Transport:     operator.WithHeaders{Next: tp, Header: r.f.creds.Header},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return tp.CloseIdleConnections, nil
@@ -507,7 +508,7 @@ func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 		case err == nil && rec != nil:
 			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, letterState(rec)[len("redelivered "):])
 		case err == nil:
-			err = writePlan(r.stdout, l, &r.f.creds)
+			err = operator.WritePlan(r.stdout, l, &r.f.creds)
 		}
 		if err != nil {
 			reportEach(r.stderr, err)

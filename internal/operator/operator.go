@@ -1,4 +1,8 @@
-package main
+// Package operator holds what an operator gives a redelivery on the command
+// line, shared by cmd/grantretry and the fleet's grantretry-fleet: the
+// -header and -header-env flags, the RoundTripper that adds their headers,
+// and the dry run's plan, which names those headers without showing them.
+package operator
 
 import (
 	"cmp"
@@ -11,35 +15,53 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
 )
 
-// The operator's headers for a redelivery (-header, -header-env), and the
-// dry run's plan that names them without showing them: the same flags,
-// checks and wording as cmd/grantretry's, which the root module does not
-// export.
+// WithHeaders sets its headers on a clone of each request, replacing any
+// of the same name, and never touches the caller's request.
+type WithHeaders struct {
+	Next   http.RoundTripper
+	Header http.Header
+}
 
-// credentials are the operator's headers, with where each value came from,
+// RoundTrip sends a clone of r with the headers set.
+func (w WithHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	setHeaders(r.Header, w.Header)
+	return w.Next.RoundTrip(r)
+}
+
+func setHeaders(dst, src http.Header) {
+	for name, vs := range src {
+		dst[name] = slices.Clone(vs)
+	}
+}
+
+// Credentials are the operator's headers, with where each value came from,
 // so a dry run can name its source without showing it.
-type credentials struct {
-	header http.Header
+type Credentials struct {
+	// Header holds the headers given, by canonical name.
+	Header http.Header
 	source map[string]string // canonical name -> "-header" or "$VAR"
 	// seen counts the -header and -header-env flags so far, by flag, so
 	// that an error can point at one without quoting it.
 	seen map[string]int
-	// err is the first bad -header or -header-env. It is kept here, not
+	// Err is the first bad -header or -header-env. It is kept here, not
 	// returned by Set, because the flag package would quote the argument,
 	// secret and all, in its message. It names the flag by position and
 	// the header by name, when that is a valid one, and nothing else.
-	err error
+	Err error
 }
 
 // next counts one more flag and returns its position, 1 for the first.
-func (c *credentials) next(flagName string) int {
+func (c *Credentials) next(flagName string) int {
 	if c.seen == nil {
 		c.seen = map[string]int{}
 	}
@@ -50,23 +72,23 @@ func (c *credentials) next(flagName string) int {
 // fail records the first problem with the n-th flagName. name is shown
 // only if it is a valid header name: anything else may be a secret that
 // landed there by mistake.
-func (c *credentials) fail(flagName string, n int, name, problem string) {
-	if c.err != nil {
+func (c *Credentials) fail(flagName string, n int, name, problem string) {
+	if c.Err != nil {
 		return
 	}
 	where := fmt.Sprintf("%s #%d", flagName, n)
 	if validHeaderName(name) {
 		where += " (" + http.CanonicalHeaderKey(name) + ")"
 	}
-	c.err = fmt.Errorf("%s: %s", where, problem)
+	c.Err = fmt.Errorf("%s: %s", where, problem)
 }
 
-func (c *credentials) add(name, value, source string) {
-	if c.header == nil {
-		c.header, c.source = http.Header{}, map[string]string{}
+func (c *Credentials) add(name, value, source string) {
+	if c.Header == nil {
+		c.Header, c.source = http.Header{}, map[string]string{}
 	}
 	name = http.CanonicalHeaderKey(name)
-	c.header.Add(name, value)
+	c.Header.Add(name, value)
 	c.source[name] = source
 }
 
@@ -109,7 +131,7 @@ func checkValue(value string) string {
 
 // shown is a header value as a dry run prints it: the operator's own, and
 // any a letter should never have held, are named but not shown.
-func (c *credentials) shown(name, value string) string {
+func (c *Credentials) shown(name, value string) string {
 	if src, ok := c.source[name]; ok {
 		return "[not shown: from " + src + "]"
 	}
@@ -133,93 +155,74 @@ func validHeaderName(name string) bool {
 	return true
 }
 
-// headerFlag is -header "Name: value". Set never fails: see
-// credentials.err.
-type headerFlag struct{ c *credentials }
+// HeaderFlag is the flag.Value of -header "Name: value". Set never
+// fails: see Credentials.Err.
+type HeaderFlag struct{ C *Credentials }
 
-func (f headerFlag) String() string { return "" }
+func (f HeaderFlag) String() string { return "" }
 
-func (f headerFlag) Set(s string) error {
-	n := f.c.next("-header")
+func (f HeaderFlag) Set(s string) error {
+	n := f.C.next("-header")
 	name, value, ok := strings.Cut(s, ":")
 	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 	if !ok {
-		f.c.fail("-header", n, "", `want "Name: value" (the argument is not shown: it may hold a secret)`)
+		f.C.fail("-header", n, "", `want "Name: value" (the argument is not shown: it may hold a secret)`)
 		return nil
 	}
 	if problem := cmp.Or(checkName(name), checkValue(value)); problem != "" {
-		f.c.fail("-header", n, name, problem)
+		f.C.fail("-header", n, name, problem)
 		return nil
 	}
-	f.c.add(name, value, "-header")
+	f.C.add(name, value, "-header")
 	return nil
 }
 
-// headerEnvFlag is -header-env "Name=VAR". Set never fails: see
-// credentials.err.
-type headerEnvFlag struct{ c *credentials }
+// HeaderEnvFlag is the flag.Value of -header-env "Name=VAR". Set never
+// fails: see Credentials.Err.
+type HeaderEnvFlag struct{ C *Credentials }
 
-func (f headerEnvFlag) String() string { return "" }
+func (f HeaderEnvFlag) String() string { return "" }
 
-func (f headerEnvFlag) Set(s string) error {
-	n := f.c.next("-header-env")
+func (f HeaderEnvFlag) Set(s string) error {
+	n := f.C.next("-header-env")
 	name, env, ok := strings.Cut(s, "=")
 	name = strings.TrimSpace(name)
 	if !ok || env == "" {
-		f.c.fail("-header-env", n, "", `want "Name=VAR" (the argument is not shown: it may hold a secret)`)
+		f.C.fail("-header-env", n, "", `want "Name=VAR" (the argument is not shown: it may hold a secret)`)
 		return nil
 	}
 	if problem := checkName(name); problem != "" {
-		f.c.fail("-header-env", n, name, problem)
+		f.C.fail("-header-env", n, name, problem)
 		return nil
 	}
 	value, set := os.LookupEnv(env)
 	switch {
 	case !set:
-		f.c.fail("-header-env", n, name, "the environment variable it names is not set (the name is not shown: a secret pasted in its place would not be set either)")
+		f.C.fail("-header-env", n, name, "the environment variable it names is not set (the name is not shown: a secret pasted in its place would not be set either)")
 	case checkValue(value) != "":
-		f.c.fail("-header-env", n, name, checkValue(value))
+		f.C.fail("-header-env", n, name, checkValue(value))
 	default:
-		f.c.add(name, value, "$"+env)
+		f.C.add(name, value, "$"+env)
 	}
 	return nil
 }
 
-// withHeaders sets its headers on a clone of each request, replacing any
-// of the same name, and never touches the caller's request.
-type withHeaders struct {
-	next   http.RoundTripper
-	header http.Header
-}
-
-func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	setHeaders(r.Header, w.header)
-	return w.next.RoundTrip(r)
-}
-
-func setHeaders(dst, src http.Header) {
-	for name, vs := range src {
-		dst[name] = slices.Clone(vs)
-	}
-}
-
-// writePlan prints what redelivering l would send, built as Redeliver
+// WritePlan prints what redelivering l would send, built as Redeliver
 // builds it, with the operator's headers named but not shown.
-func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
+func WritePlan(w io.Writer, l *grantretry.Letter, c *Credentials) error {
 	req, err := deadletter.NewRedeliveryRequest(context.Background(), l)
 	if err != nil {
 		return err
 	}
-	setHeaders(req.Header, c.header)
+	setHeaders(req.Header, c.Header)
 	var b strings.Builder
-	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, req.Method, req.URL)
+	fmt.Fprintf(&b, "letter %s (dry run: nothing sent)\n  %s %s\n", l.ID, EscapeControl(req.Method), EscapeControl(req.URL.String()))
 	if req.Host != req.URL.Host { // only the letter's own Host differs
-		fmt.Fprintf(&b, "  Host: %s\n", req.Host)
+		fmt.Fprintf(&b, "  Host: %s\n", EscapeControl(req.Host))
 	}
 	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
 		for _, v := range req.Header[name] {
-			fmt.Fprintf(&b, "  %s: %s\n", name, c.shown(name, v))
+			fmt.Fprintf(&b, "  %s: %s\n", name, EscapeControl(c.shown(name, v)))
 		}
 	}
 	sum := sha256.Sum256(l.Body)
@@ -240,4 +243,28 @@ func writePlan(w io.Writer, l *grantretry.Letter, c *credentials) error {
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// EscapeControl is s with every control character, and every byte that
+// is not UTF-8, written as a Go escape (\x1b, \n, \u0085); s itself if it
+// has none.
+func EscapeControl(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
