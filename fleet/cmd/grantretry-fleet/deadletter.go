@@ -7,15 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
@@ -175,111 +171,7 @@ func dlShow(args []string, stdout io.Writer) error {
 			Redelivery *deadletter.Redelivery `json:"redelivery,omitempty"`
 		}{l, rec})
 	}
-	return writeLetter(stdout, l, rec)
-}
-
-func writeLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	field := func(name string, value any) { fmt.Fprintf(tw, "%s\t%v\n", name, value) }
-	field("letter", l.ID)
-	field("state", letterState(rec))
-	field("version", l.Version)
-	field("created", showTime(l.Created))
-	field("disposition", l.Disposition)
-	field("stop reason", dashIfEmpty(l.StopReason))
-	field("reason", dashIfEmpty(l.Reason))
-	field("attempts", l.Attempts)
-	if l.Ambiguous {
-		field("ambiguous", "yes: the last attempt may have been applied; ask the funder before sending it again")
-	}
-	field("first attempt", showTime(l.FirstAttempt))
-	field("last attempt", showTime(l.LastAttempt))
-	field("last status", l.LastStatus)
-	field("last error", dashIfEmpty(l.LastError))
-	field("method", l.Method)
-	field("url", l.URL)
-	field("host", dashIfEmpty(l.Host))
-	field("submission id", dashIfEmpty(l.SubmissionID))
-	field("idempotency key", dashIfEmpty(l.IdempotencyKey))
-	field("correlation id", dashIfEmpty(l.CorrelationID))
-	writeHeaderLines(tw, "header", l.Header)
-	field("secret headers", dashIfEmpty(strings.Join(l.Redacted, ", ")))
-	field("secret query", dashIfEmpty(strings.Join(l.RedactedQuery, ", ")))
-	field("body", bodySummary(l))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return writeBodyText(w, l)
-}
-
-func showTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func letterState(rec *deadletter.Redelivery) string {
-	if rec == nil {
-		return "waiting"
-	}
-	s := fmt.Sprintf("redelivered %s, answered %d", showTime(rec.Time), rec.Status)
-	if rec.Disposition != "" {
-		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, countNoun(rec.Attempts, "attempt"))
-	}
-	if rec.Note != "" {
-		s += "; " + rec.Note
-	}
-	return s
-}
-
-func writeHeaderLines(tw io.Writer, label string, h http.Header) {
-	names := slices.Sorted(maps.Keys(h))
-	if len(names) == 0 {
-		fmt.Fprintf(tw, "%s\t-\n", label)
-	}
-	for _, name := range names {
-		for _, v := range h[name] {
-			fmt.Fprintf(tw, "%s\t%s: %s\n", label, name, v)
-			label = ""
-		}
-	}
-}
-
-func bodySummary(l *grantretry.Letter) string {
-	if l.BodyOmitted != "" {
-		return "not kept: " + l.BodyOmitted
-	}
-	return fmt.Sprintf("%d bytes, sha256 %s", l.BodyBytes, dashIfEmpty(l.BodySHA256))
-}
-
-// maxShownBody bounds the body show prints as text.
-const maxShownBody = 4096
-
-func writeBodyText(w io.Writer, l *grantretry.Letter) error {
-	if len(l.Body) == 0 {
-		return nil
-	}
-	if len(l.Body) > maxShownBody || !printable(l.Body) {
-		_, err := fmt.Fprintf(w, "\n(the body is not text of at most %d bytes: -body writes it out)\n", maxShownBody)
-		return err
-	}
-	_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimRight(string(l.Body), "\n"))
-	return err
-}
-
-// printable reports whether b is UTF-8 text that is safe on a terminal:
-// no control characters but tab and line ends, so no escape sequences.
-func printable(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
-	}
-	for _, r := range string(b) {
-		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
-			return false
-		}
-	}
-	return true
+	return operator.WriteLetter(stdout, l, rec)
 }
 
 // libError is an error of the library, whose lines start with
@@ -468,7 +360,7 @@ func (r *redeliverer) whyNotClaimed(ctx context.Context, id string) error {
 	case err != nil:
 		return fmt.Errorf("letter %s not sent: %w", id, err)
 	case rec != nil:
-		return fmt.Errorf("letter %s not sent: it was redelivered already, %s", id, letterState(rec)[len("redelivered "):])
+		return fmt.Errorf("letter %s not sent: it was redelivered already, %s", id, operator.LetterState(rec)[len("redelivered "):])
 	}
 	return fmt.Errorf("letter %s not sent: another worker holds its lease", id)
 }
@@ -506,7 +398,7 @@ func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 		case errors.Is(err, pgx.ErrNoRows):
 			err = fmt.Errorf("letter %s: there is no such letter in the database", id)
 		case err == nil && rec != nil:
-			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, letterState(rec)[len("redelivered "):])
+			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, operator.LetterState(rec)[len("redelivered "):])
 		case err == nil:
 			err = operator.WritePlan(r.stdout, l, &r.f.creds)
 		}
