@@ -32,6 +32,10 @@ type hostState struct {
 	other            *otherSeries // the series it shares, nil for a host named on instruments
 	key              string
 	raws             []rawHost // its spellings in aliases or moreAliases; under hosts.mu
+	// events is what the attempts to the host have shown of the inner
+	// stack beneath them, for safe methods and for the others apart (see
+	// call.evidence).
+	events [2]traceEvidence
 
 	// inflight counts the calls that hold the state, from forURL to the
 	// end of RoundTrip; evictedMark once it is dropped, so that a call

@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"errors"
+	"net/http"
 	"sync/atomic"
 )
 
@@ -25,15 +26,40 @@ const reasonNotSent = "transport:not_sent"
 // reach the funder: an inner layer said so (ErrNotSent), or its own trace
 // saw no connection asked for beneath an inner stack known to report one
 // (see traceEvidence).
+//
+// The attempt's own trace outranks an inner layer's word: a layer that
+// retries within one attempt may have sent the request on its first try
+// and wrap ErrNotSent for its last, so an attempt whose trace saw a
+// connection asked for is never taken as not sent.
 func (a *sentAttempt) sentNothing() bool {
 	if a.err == nil {
 		return false
 	}
-	return (a.trace != nil && a.trace.notSent) || errors.Is(a.err, ErrNotSent)
+	if a.trace != nil {
+		return a.trace.notSent || (!a.trace.askedForConn() && errors.Is(a.err, ErrNotSent))
+	}
+	return errors.Is(a.err, ErrNotSent)
+}
+
+// evidence is what the attempts of the call's kind have shown of the inner
+// stack: those to the same host, with a safe method (GET, HEAD, OPTIONS,
+// TRACE) or with any other. Evidence from one kind proves nothing of
+// another: a stack may send reads through net/http and submissions
+// through a layer that builds requests of its own (a signer, a router by
+// path), whose attempts never show GetConn; that a read showed it must
+// not make a lost submission look unsent.
+func (c *call) evidence() *traceEvidence {
+	i := 1
+	switch c.req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		i = 0
+	}
+	return &c.host.events[i]
 }
 
 // traceEvidence is what a Transport has learned of its inner stack from
-// its attempts' traces: whether that stack reports, through httptrace, the
+// the traces of one kind of attempt (see call.evidence): whether that stack
+// reports, through httptrace, the
 // connection it asks for before it sends anything (net/http's Transport
 // calls GetConn first, for a new connection and a pooled one alike, over
 // HTTP/1 and HTTP/2). Once an attempt has seen GetConn, an attempt that

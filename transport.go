@@ -36,7 +36,6 @@ type Transport struct {
 	// real-time machinery may share.
 	sysClock bool
 	hosts    *hosts
-	events   traceEvidence  // whether the inner stack reports what it sends
 	dl       deadlineShards // the calls' budget deadlines, for calls in flight
 	ids      corrIDs        // draws the calls' correlation ids
 
@@ -740,7 +739,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 			}
 		}()
 	}
-	if guard, rec := c.guardsResend(), c.pol.reconciler != nil; guard || rec || c.t.events.watching() {
+	if guard, rec := c.guardsResend(), c.pol.reconciler != nil; guard || rec || c.evidence().watching() {
 		if cancel == nil && guard {
 			actx, acancel := context.WithCancelCause(ctx)
 			ctx, cancel = actx, acancel
@@ -772,7 +771,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		a.err = errNoResponse
 	}
 	if a.trace != nil {
-		c.t.events.observe(a)
+		c.evidence().observe(a)
 	}
 	if a.trace != nil && a.trace.stoppedResend() {
 		if a.resp != nil {
@@ -824,10 +823,15 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	if !v.Retryable {
 		return v, FailedTerminal, StopTerminal
 	}
-	if a.sentNothing() {
+	switch sent := !a.sentNothing(); {
+	case !sent:
 		// Whatever the inner layer's error says, it is that layer's:
 		// nothing reached the funder.
 		v = notSentClass
+	case !v.charged():
+		// An ErrNotSent that the attempt's own trace contradicts: the
+		// request was on its way to the funder.
+		v = Classification{Retryable: true, Reason: "transport:network"}
 	}
 	return v, "", ""
 }
