@@ -124,6 +124,13 @@ func (c *call) keepLetter(lastErr error) {
 	if sink == nil || !keepsLetter(c.out.Disposition) {
 		return
 	}
+	if m := redeliveryOf(c.req.Context()); m != nil && m.letterID != "" {
+		// A redelivery still owed stays owed in the letter it sends
+		// again: a second letter of the same call could be claimed and
+		// sent beside the first.
+		c.out.DeadLetterID = m.letterID
+		return
+	}
 	l := c.letter(lastErr)
 	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
 		var ke keptElsewhere

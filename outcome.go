@@ -59,6 +59,9 @@ type Outcome struct {
 	// DeadLetterID is the ID of the Letter kept for this call (see
 	// WithDeadLetter), "" if none was kept. A letter a sink kept only in
 	// its fallback has its ID here too, and RecordErr says where it is.
+	// A redelivery (WithRedeliveryOf) still owed keeps no letter of its
+	// own: this is the ID of the letter it sent again, which still holds
+	// the work.
 	DeadLetterID string
 	// RecordErr is non-nil when the call could not be recorded as promised:
 	// the audit trail (WithAuditTrail) or the dead-letter sink
