@@ -80,10 +80,16 @@ func (c *call) releaseHost() {
 }
 
 // atRest reports whether the state is as a new one would be at now: no
-// breaker, or one closed with no failure counted and no change left to
-// log, and no throttle, or a full one. Dropping such a state changes no
+// fleet breaker known open, no breaker, or one closed with no failure
+// counted and no change left to log, and no throttle, or a full one. Dropping such a state changes no
 // decision: the host's next call makes one just like it.
 func (hs *hostState) atRest(now time.Time) bool {
+	if hs.fleet != nil && hs.fleet.State() == FleetOpen {
+		// The fleet's breaker is open: a state made anew would not
+		// know it until its Coordinator heard, and would let a call
+		// through to a funder the fleet knows is down.
+		return false
+	}
 	if hb := hs.breaker; hb != nil {
 		s := hb.spell.Load()
 		if hb.gate.Load() != 0 || s == nil || s.failing.Load() || hb.hasPending.Load() {

@@ -91,6 +91,10 @@ func NewLetters(pool *pgxpool.Pool, opts ...Option) *Letters {
 	cfg := pool.Config()
 	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = letterConns, 0, 0
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(s.run().Milliseconds(), 10)
+	// A letter is acknowledged (and its fallback file removed) once its
+	// commit returns: that commit must be durable, whatever the pool
+	// given asked for its own, advisory, writes.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	// pgxpool refuses only a MaxConns below 1, and pool's configuration
 	// came from ParseConfig: no error is left to return.
 	s.own, _ = pgxpool.NewWithConfig(context.Background(), cfg)
@@ -158,7 +162,11 @@ func (e *FallbackError) KeptAt() string {
 // writes l to the fallback directory and returns a *FallbackError. An
 // insert cut at the limit runs on: if it commits after the fallback file
 // is written, the file is removed (the letter is in the database, under
-// the same ID), and if it commits before, PutDeadLetter returns nil.
+// the same ID), and if it commits before, PutDeadLetter returns nil. With
+// no fallback directory, or one that failed, it waits for the insert to
+// end (at most its bound on the server plus a second) before it says the
+// letter was not kept, so that it never says so of a letter the database
+// then takes.
 func (s *Letters) PutDeadLetter(ctx context.Context, l *grantretry.Letter) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil letter", grantretry.ErrInvalidRequest)
@@ -180,17 +188,34 @@ func (s *Letters) PutDeadLetter(ctx context.Context, l *grantretry.Letter) error
 	}
 	fe := &FallbackError{ID: l.ID, Err: ins.cutErr(s.cfg.limit)}
 	if s.cfg.fallback == nil {
-		return fe
+		return awaitInsert(ins, fe)
 	}
 	if ferr := s.cfg.fallback.PutDeadLetter(ctx, l); ferr != nil {
 		fe.Err, fe.tried = fmt.Errorf("%w; the local directory: %w", fe.Err, ferr), s.cfg.fallback.Path()
-		return fe
+		return awaitInsert(ins, fe)
 	}
 	fe.Dir = s.cfg.fallback.Path()
 	if ins.keptAt(fe.KeptAt()) {
 		// The insert committed meanwhile: the letter is in the database
 		// (a file that stays is Drain's, which finds the row there).
 		_ = removeLetterFile(fe.KeptAt())
+		return nil
+	}
+	return fe
+}
+
+// awaitInsert waits for the insert of a letter that no fallback directory
+// kept: saying it was kept nowhere while the insert runs on, and may yet
+// commit, would have a pipeline resubmit work the fleet will redeliver.
+// The insert is bounded (the server's statement_timeout, then
+// letterGrace), so the wait is too. It returns nil if the insert landed,
+// else fe.
+func awaitInsert(ins *inserting, fe *FallbackError) error {
+	<-ins.done
+	ins.mu.Lock()
+	landed := ins.landed
+	ins.mu.Unlock()
+	if landed {
 		return nil
 	}
 	return fe
