@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,5 +76,22 @@ func TestHeaderNameTableIsTheTokenRule(t *testing.T) {
 				t.Errorf("validHeaderName(%q) = %v, want %v", name, got, want)
 			}
 		}
+	}
+}
+
+// An invalid method is quoted in the error's message: a CR or LF in it
+// must not split the line that logs the error.
+func TestInvalidMethodIsQuotedInTheErrorMessage(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodGet, "http://funder.example/x", nil)
+	req.Method = "POST\r\nX-Injected: 1"
+	_, err := New(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		t.Fatal("an invalid method reached the inner transport")
+		return nil, nil
+	})).RoundTrip(req)
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("err %v, want ErrInvalidRequest", err)
+	}
+	if msg := err.Error(); strings.ContainsAny(msg, "\r\n") {
+		t.Fatalf("the message holds a CR or LF: %q", msg)
 	}
 }

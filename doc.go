@@ -87,7 +87,9 @@
 //
 // # Attempts and net/http
 //
-// Outcome.Attempts counts every request on the wire. net/http's Transport
+// Outcome.Attempts counts every request on the wire, and the attempts an
+// inner layer failed before sending anything (transport:not_sent), which
+// reached no funder. net/http's Transport
 // resends a replayable request on its own when a pooled connection fails
 // after the request was written; the inner transport is given no GetBody,
 // and a keyed request without a body is watched, so that resend is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -136,7 +137,13 @@ func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
 	var b strings.Builder
 	b.WriteString("grantretry: ")
 	if r != nil {
-		b.WriteString(r.Method)
+		if m := r.Method; m == "" || validHeaderName(m) {
+			b.WriteString(m)
+		} else {
+			// A method refused as invalid: quoted, so that a CR or LF in
+			// it cannot split a log line.
+			b.WriteString(strconv.Quote(m))
+		}
 		b.WriteByte(' ')
 		b.WriteString(redactedURL(r.URL))
 		b.WriteString(": ")
