@@ -1,5 +1,14 @@
+"""Takes the corpus again from a checkout of HHS/simpler-grants-gov.
+
+Each .body is either a test's expected response, evaluated as the test
+writes it, or the output of the mirror's own response function, run as
+written with uuid.uuid4 fixed; the .note beside it says which, and the
+values put in for the test's placeholders.
+
+    MIRROR=/path/to/simpler-grants-gov python3 extract.py
+"""
 import subprocess, types, os, re, uuid
-REPO="/work/.mirror/HHS+simpler-grants-gov/repo"
+REPO=os.environ.get("MIRROR", "/work/.mirror/HHS+simpler-grants-gov/repo")
 COMMIT="32d9a126f4f2f54228d77abe8ea4e2395b2c78d6"
 OUT=os.path.dirname(os.path.abspath(__file__))
 os.makedirs(OUT, exist_ok=True)
