@@ -9,7 +9,8 @@ import (
 const testEnvelope = `<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><soap:Fault><faultcode>soap:Server</faultcode><faultstring>Server error has occurred</faultstring></soap:Fault></soap:Body></soap:Envelope>`
 
 // TestSoapEnvelopeFindsMTOMRootPart reads the root part the way the
-// mirror frames it, and tolerates what a proxy may do to the line ends.
+// mirror frames it, and tolerates what a proxy may do to the line ends:
+// what any envelope finder behind soapEnvelope must do.
 func TestSoapEnvelopeFindsMTOMRootPart(t *testing.T) {
 	root := "Content-Type: application/xop+xml; charset=UTF-8; type=\"text/xml\"\r\nContent-Transfer-Encoding: binary\r\nContent-ID: <root.message@cxf.apache.org>\r\n\r\n"
 	cases := []struct {
@@ -26,9 +27,6 @@ func TestSoapEnvelopeFindsMTOMRootPart(t *testing.T) {
 		{"empty root part", "--uuid:b\r\n" + root + "--uuid:b--", "", true},
 		{"plain envelope", "\r\n\r\n" + testEnvelope, testEnvelope, true},
 		{"byte-order mark", "\xef\xbb\xbf" + testEnvelope, testEnvelope, true},
-		{"cut off inside the part headers", "--uuid:b\r\nContent-Type: application/xop+xml", "", false},
-		{"no blank line after the headers", "--uuid:b\r\nContent-ID: <x>\r\n--uuid:b--\r\n", "", false},
-		{"no boundary", "--\r\n\r\n" + testEnvelope, "", false},
 		{"JSON", `{"error":"unavailable"}`, "", false},
 		{"empty", "", "", false},
 	}
@@ -60,5 +58,21 @@ func TestSoapEnvelopeSkipsTheAttachments(t *testing.T) {
 	}
 	if bytes.Contains(env, []byte("PK-zip-bytes")) {
 		t.Error("the attachment is in the envelope")
+	}
+}
+
+// TestMimeRootPartRefusesBrokenFraming is the private reader's own: a
+// multipart body whose root part cannot be told has no envelope to it.
+func TestMimeRootPartRefusesBrokenFraming(t *testing.T) {
+	for name, body := range map[string]string{
+		"cut off inside the part headers": "--uuid:b\r\nContent-Type: application/xop+xml",
+		"no blank line after the headers": "--uuid:b\r\nContent-ID: <x>\r\n--uuid:b--\r\n",
+		"no boundary":                     "--\r\n\r\n" + testEnvelope,
+		"no line end":                     "--uuid:b",
+		"boundary line too long":          "--" + strings.Repeat("b", 100) + "\r\n\r\n" + testEnvelope,
+	} {
+		if got, ok := mimeRootPart([]byte(body)); ok {
+			t.Errorf("%s: mimeRootPart = %q, true", name, got)
+		}
 	}
 }
