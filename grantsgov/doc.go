@@ -1,0 +1,17 @@
+// Package grantsgov reads the answers of Grants.gov's system-to-system (S2S)
+// SOAP service for the grantretry Transport.
+//
+// Grants.gov answers every fault with HTTP 500 and the fault code
+// soap:Server, whatever the cause, inside an MTOM/XOP multipart body; some
+// refusals are not faults but an operation's response with a Success of
+// false. The fault code cannot tell a refusal from an outage there; the
+// text can. ClassifyFault reads that text against a table of the texts the
+// service is publicly known to send, each with its source, and is meant
+// for grantretry.WithClassifier:
+//
+//	grantretry.New(inner, grantretry.ForHost("ws07.grants.gov",
+//		grantretry.WithClassifier(grantsgov.ClassifyFault)))
+//
+// docs/grantsgov.md lists the rules and their sources, and says where the
+// package stops.
+package grantsgov
