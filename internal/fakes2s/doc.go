@@ -113,7 +113,9 @@
 // application's number under it), QueryFailRate, Latency, the counters
 // (Received, Refused, Queries, Dropped, Applications and TrackingNumbers
 // per title, TotalApplications, Duplicates), 405 for a method other than
-// POST and 404 for a path other than PortPath. Operations of the WSDL
+// POST and 404 for a path other than PortPath. A GrantsGovTrackingNumber
+// in a SubmitApplicationRequest (a corrected application) is checked
+// against its pattern only. Operations of the WSDL
 // other than SubmitApplication, GetApplicationList and GetSubmissionList
 // are not served. No applicant operation of the WSDL has a Success
 // element, so the fake sends no "Success false" answer: the mirror sends
