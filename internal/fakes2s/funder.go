@@ -56,7 +56,8 @@ type Options struct {
 	QueryFailRate float64
 
 	// Now dates applications (ReceivedDateTime, StatusDateTime). Nil
-	// means time.Now. Certificates are made and checked on the real clock,
+	// means time.Now. It is called with no lock held and must be safe
+	// for concurrent use. Certificates are made and checked on the real clock,
 	// which the TLS handshake uses.
 	Now func() time.Time
 
