@@ -16,7 +16,7 @@ import (
 func TestCountsAreExactUnderConcurrency(t *testing.T) {
 	const ids, each = 10, 5
 	f := start(t, fakes2s.Options{DropRate: 0.5, Seed: 7})
-	client := newClient(t)
+	client := newClient(t, f)
 	results := make([]submission, ids*each)
 	var wg sync.WaitGroup
 	for i := range results {
@@ -60,7 +60,7 @@ func TestCountsAreExactUnderConcurrency(t *testing.T) {
 
 func TestCloseStopsPendingCalls(t *testing.T) {
 	f := start(t, fakes2s.Options{DropRate: -1, Latency: time.Hour})
-	client := newClient(t)
+	client := newClient(t, f)
 	done := make(chan submission)
 	go func() { done <- submit(context.Background(), client, f.URL(), "GRANT-42", "") }()
 	for deadline := time.Now().Add(10 * time.Second); f.Received() == 0; time.Sleep(time.Millisecond) {

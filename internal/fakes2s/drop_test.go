@@ -13,7 +13,7 @@ import (
 
 func TestDropRecordsThenHangsUp(t *testing.T) {
 	f := start(t, fakes2s.Options{DropRate: 1})
-	s := submit(context.Background(), newClient(t), f.URL(), "GRANT-42", "key-1")
+	s := submit(context.Background(), newClient(t, f), f.URL(), "GRANT-42", "key-1")
 	if !errors.Is(s.err, io.EOF) {
 		t.Fatalf("submit: status %d, err %v; want io.EOF, the connection closed without an answer", s.status, s.err)
 	}
@@ -53,7 +53,7 @@ func TestNetHTTPResendsOnReusedConnection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := start(t, fakes2s.Options{Drop: tc.drop})
-			client := newClient(t)
+			client := newClient(t, f)
 			ctx := context.Background()
 			warmApps := 0
 			if tc.warm {
@@ -83,7 +83,7 @@ func TestNetHTTPResendsOnReusedConnection(t *testing.T) {
 	}
 }
 
-// Issue 12's measurement, with plain net/http: 200 submissions, one after
+// The measurement, with plain net/http: 200 submissions, one after
 // another on one client, against the default 10% of drops. With an
 // Idempotency-Key, every drop on a reused connection is resent by
 // net/http and becomes a second application, and only a drop on a fresh
@@ -98,7 +98,7 @@ func TestResendsOver200Submissions(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := start(t, fakes2s.Options{Seed: 12})
-			client := newClient(t)
+			client := newClient(t, f)
 			var errs, resends int
 			for i := range 200 {
 				k := ""
@@ -132,7 +132,7 @@ func TestResendsOver200Submissions(t *testing.T) {
 func TestDropsAreReproducible(t *testing.T) {
 	dropped := func(seed uint64) []string {
 		f := start(t, fakes2s.Options{DropRate: 0.5, Seed: seed})
-		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // no resends
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: f.ClientTLS()}} // no resends
 		var ids []string
 		for i := range 40 {
 			if s := submit(context.Background(), client, f.URL(), id(i), "key"); s.err != nil {

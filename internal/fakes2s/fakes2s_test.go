@@ -3,6 +3,8 @@ package fakes2s_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,10 +30,16 @@ func start(t *testing.T, o fakes2s.Options) *fakes2s.Funder {
 	return f
 }
 
-// newClient returns a plain net/http client, keep-alive on, with a
-// Transport of its own so that no two tests share a connection.
-func newClient(t *testing.T) *http.Client {
-	tr := &http.Transport{}
+// newClient returns a plain net/http client of f, keep-alive on, with the
+// client certificate and a Transport of its own so that no two tests share
+// a connection.
+func newClient(t *testing.T, f *fakes2s.Funder) *http.Client {
+	return clientWith(t, f.ClientTLS())
+}
+
+// clientWith returns a client whose Transport has cfg.
+func clientWith(t *testing.T, cfg *tls.Config) *http.Client {
+	tr := &http.Transport{TLSClientConfig: cfg}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }
@@ -47,7 +55,8 @@ type submission struct {
 	reused []bool
 }
 
-// submit posts a SubmitApplication for id through client, with an
+// submit posts a SubmitApplication titled id through client, with its
+// SOAPAction, with an
 // Idempotency-Key header if key is not "". The request's body is a
 // bytes.Reader, so http.NewRequest sets GetBody: net/http may replay it.
 // The answer is read to its end, which puts the connection back in the
@@ -62,6 +71,7 @@ func submit(ctx context.Context, client *http.Client, url, id, key string) submi
 		return s
 	}
 	req.Header.Set("Content-Type", fakes2s.ContentType)
+	req.Header.Set("SOAPAction", fakes2s.Action(fakes2s.OpSubmitApplication))
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -78,24 +88,63 @@ func submit(ctx context.Context, client *http.Client, url, id, key string) submi
 		return s
 	}
 	if resp.StatusCode == http.StatusOK {
-		s.tracking, s.err = fakes2s.ParseSubmitResponse(body)
+		var r fakes2s.Receipt
+		r, s.err = fakes2s.ParseSubmitResponse(resp.Header.Get("Content-Type"), body)
+		s.tracking = r.TrackingNumber
 	}
 	return s
 }
 
-// post sends body to url and returns the status and the answer.
-func post(t *testing.T, client *http.Client, url string, body []byte) (int, []byte) {
+// answer is a response as the tests read it.
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// post sends body to url with a SOAPAction header (none if action is "")
+// and returns the answer.
+func post(t *testing.T, client *http.Client, url, action string, body []byte) answer {
 	t.Helper()
-	resp, err := client.Post(url, fakes2s.ContentType, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", fakes2s.ContentType)
+	if action != "" {
+		req.Header.Set("SOAPAction", action)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, answer
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), b}
+}
+
+// soapFault is what the tests read of a SOAP 1.1 fault.
+type soapFault struct {
+	XMLName xml.Name `xml:"http://schemas.xmlsoap.org/soap/envelope/ Envelope"`
+	Code    string   `xml:"Body>Fault>faultcode"`
+	String  string   `xml:"Body>Fault>faultstring"`
+}
+
+// fault reads the fault of an answer, MTOM-framed or bare.
+func fault(t *testing.T, a answer) soapFault {
+	t.Helper()
+	env, err := fakes2s.Envelope(a.contentType, a.body)
+	if err != nil {
+		t.Fatalf("answer %q: %v", a.body, err)
+	}
+	var f soapFault
+	if err := xml.Unmarshal(env, &f); err != nil {
+		t.Fatalf("answer is not a SOAP envelope: %v\n%s", err, a.body)
+	}
+	return f
 }
 
 func id(i int) string { return fmt.Sprintf("GRANT-%d", i) }

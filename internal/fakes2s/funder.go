@@ -1,29 +1,32 @@
 package fakes2s
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
 
 // DefaultDropRate is the share of accepted submissions a Funder records and
-// then hangs up on when Options.DropRate is 0: the 10% of issue 12's
-// measurement.
+// then hangs up on when Options.DropRate is 0.
 const DefaultDropRate = 0.10
 
 // firstTrackingNumber is the number of the first application a Funder
-// records; its tracking number is GRANT10000001.
+// records; its tracking number is GRANT10000001 (GrantsGovTrackingNumberType:
+// GRANT and 8 digits).
 const firstTrackingNumber = 10000001
 
 // Options configure a Funder. The zero value is a funder that drops
 // DefaultDropRate of the submissions it accepts, drawn with seed 0, fails
-// no query, answers at once and keeps idle connections open until Close.
+// no query, answers at once, keeps idle connections open until Close and
+// dates applications by time.Now.
 type Options struct {
 	// DropRate is the share of accepted submissions that the funder records
 	// and then answers by closing the connection. If DropRate is 0,
@@ -33,22 +36,30 @@ type Options struct {
 
 	// Drop, if not nil, decides in place of DropRate and Seed which accepted
 	// submissions are dropped. It is called, after the application is
-	// recorded and with no lock held, with the submission id and the
-	// application's number for that id (1 for the first recorded, 2 for
-	// the second, ...). It must be safe for concurrent use.
-	Drop func(submissionID string, n int) bool
+	// recorded and with no lock held, with the application's
+	// SubmissionTitle and its number under that title (1 for the first
+	// recorded, 2 for the second, ...). It must be safe for concurrent use.
+	Drop func(title string, n int) bool
 
 	// Seed makes the drops, and the failed queries, reproducible. Whether
-	// the nth application of a submission id is dropped is a function of
-	// Seed, the id and n alone, so two funders with one Seed drop alike
-	// whatever order concurrent submissions arrive in, as long as each id
-	// sees the same requests. Likewise for the nth query about an id.
+	// the nth application under a SubmissionTitle is dropped is a function
+	// of Seed, the title and n alone, so two funders with one Seed drop
+	// alike whatever order concurrent submissions arrive in, as long as
+	// each title sees the same requests. Likewise for the nth query that
+	// filters on a title.
 	Seed uint64
 
-	// QueryFailRate is the share of GetApplicationList queries answered
-	// 503, with a soap:Server fault, instead of the list: the funder cannot
-	// tell the client what it recorded. 0 fails none, 1 or more every one.
+	// QueryFailRate is the share of GetApplicationList and
+	// GetSubmissionList queries answered 500 with the generic soap:Server
+	// fault (FaultServerError) instead of the list: the funder cannot tell
+	// the client what it recorded. 0 fails none, 1 or more every one.
 	QueryFailRate float64
+
+	// Now dates applications (ReceivedDateTime, StatusDateTime). Nil
+	// means time.Now. It is called with no lock held and must be safe
+	// for concurrent use. Certificates are made and checked on the real clock,
+	// which the TLS handshake uses.
+	Now func() time.Time
 
 	// Latency is how long the funder works on each call before it records
 	// anything and answers. A submission whose client gives up meanwhile
@@ -64,10 +75,11 @@ type Options struct {
 // what it answers. Its counters may be read while it serves. Safe for
 // concurrent use.
 type Funder struct {
-	o    Options
-	url  string
-	srv  *http.Server
-	done chan struct{} // closed when Close begins: pending calls stop waiting
+	o     Options
+	url   string
+	certs *certs
+	srv   *http.Server
+	done  chan struct{} // closed when Close begins: pending calls stop waiting
 	// served is closed when the server's Serve has returned.
 	served    chan struct{}
 	closeOnce sync.Once
@@ -76,27 +88,46 @@ type Funder struct {
 	// mu guards everything below it.
 	mu       sync.Mutex
 	closed   bool
-	apps     map[string][]string // tracking numbers recorded, per submission id, oldest first
-	queried  map[string]int      // queries received, per submission id
-	next     int                 // the next tracking number
-	received int                 // submission requests, the malformed included
-	dropped  int                 // applications recorded and then hung up on
-	queries  int                 // GetApplicationList queries, the failed included
+	apps     []*application            // every application, oldest first
+	byTitle  map[string][]*application // per SubmissionTitle, oldest first
+	queried  map[string]int            // queries received, per SubmissionTitle filtered on
+	next     int                       // the next tracking number
+	received int                       // submission requests, the refused included
+	dropped  int                       // applications recorded and then hung up on
+	queries  int                       // list queries, the failed and refused included
+	refused  int                       // requests answered with a fault
 }
 
-// Start starts a Funder on an ephemeral port of 127.0.0.1. It serves
+// application is one application the funder recorded.
+type application struct {
+	tracking string
+	header
+	status             string
+	received, statusAt time.Time
+}
+
+// Start starts a Funder on an ephemeral port of 127.0.0.1. It makes a
+// throwaway CA and its certificates, in memory, and serves HTTPS,
 // HTTP/1.1 only, with keep-alive on, until Close.
 func Start(o Options) (*Funder, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c, err := newCerts(time.Now())
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fakes2s: %w", err)
 	}
 	f := &Funder{
 		o:       o,
-		url:     "http://" + ln.Addr().String() + PortPath,
+		url:     "https://" + ln.Addr().String() + PortPath,
+		certs:   c,
 		done:    make(chan struct{}),
 		served:  make(chan struct{}),
-		apps:    make(map[string][]string),
+		byTitle: make(map[string][]*application),
 		queried: make(map[string]int),
 		next:    firstTrackingNumber,
 	}
@@ -107,17 +138,47 @@ func Start(o Options) (*Funder, error) {
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       o.IdleTimeout,
+		TLSConfig:         c.serverTLS(),
+		// A client that hangs up mid-handshake, or rejects the fake's CA,
+		// is the test's business, not a line on its stderr.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	go func() {
 		defer close(f.served)
-		f.srv.Serve(ln) // returns ErrServerClosed once Close is called
+		f.srv.ServeTLS(ln, "", "") // returns ErrServerClosed once Close is called
 	}()
 	return f, nil
 }
 
-// URL is the endpoint both operations are posted to: http://127.0.0.1:port
+// URL is the endpoint every operation is posted to: https://127.0.0.1:port
 // followed by PortPath.
 func (f *Funder) URL() string { return f.url }
+
+// ClientTLS returns a new TLS configuration for a client of the funder:
+// it trusts the funder's CA and presents a client certificate the CA
+// issued, valid for a day. Each call returns a configuration of its own.
+func (f *Funder) ClientTLS() *tls.Config { return f.certs.clientTLS(&f.certs.client) }
+
+// AnonymousTLS returns a configuration that trusts the funder's CA and
+// presents no client certificate: the handshake succeeds and every call
+// is answered with FaultMissingCertificate.
+func (f *Funder) AnonymousTLS() *tls.Config { return f.certs.clientTLS(nil) }
+
+// ExpiredTLS returns a configuration whose client certificate the
+// funder's CA issued but that expired a day ago: answered with
+// FaultExpiredCertificate.
+func (f *Funder) ExpiredTLS() *tls.Config { return f.certs.clientTLS(&f.certs.expired) }
+
+// UnregisteredTLS returns a configuration whose client certificate
+// another CA issued: answered with FaultUnknownCertificate.
+func (f *Funder) UnregisteredTLS() *tls.Config { return f.certs.clientTLS(&f.certs.foreign) }
+
+// NewTransport returns a new HTTP/1.1 Transport, keep-alive on, that
+// calls the funder with ClientTLS. The caller closes its idle connections
+// when done.
+func (f *Funder) NewTransport() *http.Transport {
+	return &http.Transport{TLSClientConfig: f.ClientTLS(), MaxIdleConnsPerHost: 16}
+}
 
 // Close stops the funder: it closes the listener and every connection,
 // stops the calls still waiting out Latency (they record nothing), and
@@ -154,29 +215,42 @@ func (f *Funder) countSubmission() {
 	f.received++
 }
 
-// record records a new application for id. It returns its tracking number
-// and the application's number for id (1 for the first).
-func (f *Funder) record(id string) (tracking string, n int) {
+// countRefused counts a request answered with a fault.
+func (f *Funder) countRefused() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	tracking = "GRANT" + strconv.Itoa(f.next)
-	f.next++
-	f.apps[id] = append(f.apps[id], tracking)
-	return tracking, len(f.apps[id])
+	f.refused++
 }
 
-// shouldDrop decides whether the nth application of id is dropped, and
-// counts it if so. It calls Options.Drop, so mu must not be held.
-func (f *Funder) shouldDrop(id string, n int) bool {
+// record records a new application. It returns it and its number under
+// its title (1 for the first).
+func (f *Funder) record(h header) (app application, n int) {
+	now := f.o.Now()
+	a := &application{header: h, status: StatusReceived, received: now, statusAt: now}
+	if !h.wellFormed {
+		a.status = StatusRejectedWithErrors
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a.tracking = fmt.Sprintf("GRANT%08d", f.next)
+	f.next++
+	f.apps = append(f.apps, a)
+	f.byTitle[h.title] = append(f.byTitle[h.title], a)
+	return *a, len(f.byTitle[h.title])
+}
+
+// shouldDrop decides whether the nth application under title is dropped,
+// and counts it if so. It calls Options.Drop, so mu must not be held.
+func (f *Funder) shouldDrop(title string, n int) bool {
 	var drop bool
 	if f.o.Drop != nil {
-		drop = f.o.Drop(id, n)
+		drop = f.o.Drop(title, n)
 	} else {
 		rate := f.o.DropRate
 		if rate == 0 {
 			rate = DefaultDropRate
 		}
-		drop = f.draw("drop", id, n) < rate
+		drop = f.draw("drop", title, n) < rate
 	}
 	if drop {
 		f.mu.Lock()
@@ -186,19 +260,31 @@ func (f *Funder) shouldDrop(id string, n int) bool {
 	return drop
 }
 
-// countQuery counts a GetApplicationList query about id on arrival, and
-// returns how many queries about id there have been, this one included.
-func (f *Funder) countQuery(id string) int {
+// countQuery counts a list query on arrival.
+func (f *Funder) countQuery() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries++
-	f.queried[id]++
-	return f.queried[id]
 }
 
-// queryFails decides whether the nth query about id fails.
-func (f *Funder) queryFails(id string, n int) bool {
-	return f.o.QueryFailRate > 0 && f.draw("query", id, n) < f.o.QueryFailRate
+// queryFails decides whether a well-formed query with filters fails. The
+// draw is keyed by the SubmissionTitle it filters on ("" if none) and the
+// number of such queries so far.
+func (f *Funder) queryFails(filters []Filter) bool {
+	if f.o.QueryFailRate <= 0 {
+		return false
+	}
+	title := ""
+	for _, fl := range filters {
+		if fl.Type == FilterSubmissionTitle {
+			title = fl.Value
+		}
+	}
+	f.mu.Lock()
+	f.queried[title]++
+	n := f.queried[title]
+	f.mu.Unlock()
+	return f.draw("query", title, n) < f.o.QueryFailRate
 }
 
 // wait waits out Latency. It reports false, at once, if Close has begun.
@@ -230,48 +316,91 @@ func (f *Funder) draw(kind, id string, n int) float64 {
 }
 
 // Received returns how many submission requests the funder has received:
-// every request to the port that is not a GetApplicationList query, the
-// malformed and the dropped included. Requests net/http resent count once
-// per resend, since the funder cannot tell them apart.
+// every request to the port that is not a list query, the refused and the
+// dropped included. Requests net/http resent count once per resend, since
+// the funder cannot tell them apart.
 func (f *Funder) Received() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.received
 }
 
-// Applications returns how many applications the funder has recorded for
-// a submission id.
-func (f *Funder) Applications(submissionID string) int {
+// Refused returns how many requests, submissions and queries, the funder
+// has answered with a fault.
+func (f *Funder) Refused() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.apps[submissionID])
+	return f.refused
+}
+
+// Applications returns how many applications the funder has recorded
+// under a SubmissionTitle.
+func (f *Funder) Applications(title string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.byTitle[title])
 }
 
 // TrackingNumbers returns the tracking numbers of the applications the
-// funder has recorded for a submission id, oldest first: what Lookup
-// would find, read without a query.
-func (f *Funder) TrackingNumbers(submissionID string) []string {
+// funder has recorded under a SubmissionTitle, oldest first: what a
+// GetApplicationList filtered on the title would find, read without a
+// query.
+func (f *Funder) TrackingNumbers(title string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.apps[submissionID])
+	tracking := make([]string, 0, len(f.byTitle[title]))
+	for _, a := range f.byTitle[title] {
+		tracking = append(tracking, a.tracking)
+	}
+	return tracking
+}
+
+// ErrUnknownTrackingNumber is returned by SetStatus for a tracking number
+// the funder has not issued.
+var ErrUnknownTrackingNumber = errors.New("fakes2s: unknown tracking number")
+
+// ErrUnknownStatus is returned by SetStatus for a status that is not a
+// GrantsGovApplicationStatusType value.
+var ErrUnknownStatus = errors.New("fakes2s: not a GrantsGovApplicationStatusType value")
+
+// SetStatus moves an application to status, dated now, as the service's
+// processing does after it has answered (Received, then Processing, then
+// Validated or Rejected with Errors, ...). The funder itself records an
+// application as Received, or as Rejected with Errors if its
+// GrantApplicationXML is not well-formed XML.
+func (f *Funder) SetStatus(tracking, status string) error {
+	if !contains(Statuses(), status) {
+		return fmt.Errorf("%w: %q", ErrUnknownStatus, status)
+	}
+	now := f.o.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.apps {
+		if a.tracking == tracking {
+			a.status, a.statusAt = status, now
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownTrackingNumber, tracking)
 }
 
 // TotalApplications returns how many applications the funder has recorded,
-// for all submission ids.
+// under every title.
 func (f *Funder) TotalApplications() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.next - firstTrackingNumber
+	return len(f.apps)
 }
 
 // Duplicates returns how many applications the funder has recorded beyond
-// the first for each submission id: the harm issue 12 measures.
+// the first under each SubmissionTitle: the harm a resend does to a
+// funder that cannot deduplicate.
 func (f *Funder) Duplicates() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dups := 0
-	for _, tracking := range f.apps {
-		dups += len(tracking) - 1
+	for _, apps := range f.byTitle {
+		dups += len(apps) - 1
 	}
 	return dups
 }
@@ -284,11 +413,57 @@ func (f *Funder) Dropped() int {
 	return f.dropped
 }
 
-// Queries returns how many GetApplicationList queries the funder has
-// received, the failed and the malformed included. None of them counts
-// as a submission.
+// Queries returns how many GetApplicationList and GetSubmissionList
+// queries the funder has received, the failed and the refused included.
+// None of them counts as a submission.
 func (f *Funder) Queries() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.queries
+}
+
+// matching returns the applications every filter matches, oldest first.
+// Filters of one type match any of their values; filters of different
+// types must all match (as Kuali Coeus relies on when it filters on
+// OpportunityID, CFDANumber and SubmissionTitle at once).
+func (f *Funder) matching(filters []Filter) []application {
+	byType := map[string][]string{}
+	for _, fl := range filters {
+		byType[fl.Type] = append(byType[fl.Type], fl.Value)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []application
+	for _, a := range f.apps {
+		ok := true
+		for typ, values := range byType {
+			if !contains(values, a.field(typ)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, *a)
+		}
+	}
+	return out
+}
+
+// field returns the application's value for a filter type.
+func (a *application) field(typ string) string {
+	switch typ {
+	case FilterStatus:
+		return a.status
+	case FilterOpportunityID:
+		return a.opportunityID
+	case FilterCFDANumber:
+		return a.cfda
+	case FilterSubmissionTitle:
+		return a.title
+	case FilterGrantsGovTrackingNumber:
+		return a.tracking
+	case FilterFundingOpportunityNum:
+		return a.fon
+	}
+	return "" // PackageID: the fake reads none, so a filter on it matches only an empty value
 }

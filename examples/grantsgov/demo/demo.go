@@ -180,7 +180,7 @@ func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantret
 	log := auditLogger(w)
 	defer log.Sync()
 	opts := slices.Concat(transportOptions(log), s2sOpts, recs.options(), extra)
-	client := &http.Client{Transport: grantretry.New(nil, opts...)}
+	client := &http.Client{Transport: grantretry.New(s2s.inner, opts...)}
 
 	sim := simulation{funder: f, s2s: s2s}
 	for _, app := range applications {

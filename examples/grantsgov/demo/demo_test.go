@@ -271,7 +271,7 @@ func TestS2SReportFailsOnDuplicate(t *testing.T) {
 	defer s.close()
 	// The same application twice through a client with no reconciler: a
 	// funder that ignores the key records it twice.
-	client := &http.Client{Transport: grantretry.New(nil)}
+	client := &http.Client{Transport: grantretry.New(s.inner)}
 	defer client.CloseIdleConnections()
 	app := s2sApplications[0]
 	for range 2 {

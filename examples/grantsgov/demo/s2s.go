@@ -14,11 +14,13 @@ import (
 	"github.com/grantretry/grantretry/internal/fakes2s"
 )
 
-// The second funder profile: Grants.gov's S2S SOAP endpoint, which ignores
-// Idempotency-Key, so a resend after a dropped connection would be a second
-// application. Its GetApplicationList query is the reconciler: before any
-// resend of an ambiguous submission, the pipeline asks whether the funder
-// recorded the first.
+// The second funder profile: Grants.gov's S2S SOAP endpoint, over mutual
+// TLS, which ignores Idempotency-Key and takes no submission id, so a
+// resend after a dropped connection would be a second application. The
+// pipeline puts its submission id in the application's SubmissionTitle,
+// and GetApplicationList filtered on that title is the reconciler: before
+// any resend of an ambiguous submission, the pipeline asks whether the
+// funder recorded the first.
 
 // s2sApplications go to the S2S endpoint, one after another on one
 // kept-alive connection.
@@ -33,10 +35,12 @@ var s2sApplications = []application{
 // case in which net/http would resend it by itself, were it allowed to.
 const s2sDropped = "GRANT-2026-0008"
 
-// s2sFunder is the S2S endpoint, and the plain client its reconciler asks
-// through.
+// s2sFunder is the S2S endpoint, the Transport with the client
+// certificate that the pipeline's calls go out on, and the plain client
+// its reconciler asks through.
 type s2sFunder struct {
 	*fakes2s.Funder
+	inner  *http.Transport
 	lookup *http.Client
 }
 
@@ -44,16 +48,17 @@ type s2sFunder struct {
 // submission and nothing else.
 func startS2S() (*s2sFunder, error) {
 	f, err := fakes2s.Start(fakes2s.Options{
-		Drop: func(id string, n int) bool { return id == s2sDropped && n == 1 },
+		Drop: func(title string, n int) bool { return title == s2sDropped && n == 1 },
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &s2sFunder{Funder: f, lookup: &http.Client{Transport: &http.Transport{}}}, nil
+	return &s2sFunder{Funder: f, inner: f.NewTransport(), lookup: &http.Client{Transport: f.NewTransport()}}, nil
 }
 
 // close stops the endpoint; its ledger can still be read.
 func (s *s2sFunder) close() {
+	s.inner.CloseIdleConnections()
 	s.lookup.CloseIdleConnections()
 	s.Close()
 }
@@ -73,31 +78,33 @@ func (s *s2sFunder) options() ([]grantretry.Option, error) {
 	)}, nil
 }
 
-// getApplicationList is the reconciler. It asks through a plain client:
-// when the query fails, the Transport itself waits and asks again within
-// the call's budget, and an unkeyed POST is one net/http never resends
-// once written. If the funder recorded the submission, the caller gets the
-// answer the funder would have sent, with the first tracking number.
+// getApplicationList is the reconciler: a GetApplicationList filtered on
+// the SubmissionTitle, which is the submission id. It asks through a plain
+// client with the same client certificate: when the query fails, the
+// Transport itself waits and asks again within the call's budget, and an
+// unkeyed POST is one net/http never resends once written. If the funder
+// recorded the submission, the caller gets the answer the funder would
+// have sent, with the first tracking number and its ReceivedDateTime.
 func (s *s2sFunder) getApplicationList(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
 	if q.SubmissionID == "" {
-		return nil, errors.New("no submission id to ask GetApplicationList about")
+		return nil, errors.New("no submission title to ask GetApplicationList about")
 	}
-	tracking, err := fakes2s.Lookup(ctx, s.lookup, q.Request.URL.String(), q.SubmissionID)
-	if err != nil || len(tracking) == 0 {
+	apps, err := fakes2s.Lookup(ctx, s.lookup, q.Request.URL.String(), q.SubmissionID)
+	if err != nil || len(apps) == 0 {
 		return nil, err
 	}
-	body := fakes2s.SubmitResponse(q.SubmissionID, tracking[0])
+	ct, body := fakes2s.SubmitResponse(apps[0].TrackingNumber, apps[0].ReceivedDateTime)
 	return &http.Response{
 		Status: "200 OK", StatusCode: http.StatusOK,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {fakes2s.ContentType}},
+		Header:        http.Header{"Content-Type": {ct}},
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 	}, nil
 }
 
-// submitS2S sends one application as a SubmitApplication. As with submit,
-// only a request that could not be built is an error.
+// submitS2S sends one application as a SubmitApplication titled with its
+// id. As with submit, only a request that could not be built is an error.
 func submitS2S(ctx context.Context, client *http.Client, url string, app application) (result, error) {
 	ctx = grantretry.WithSubmissionID(ctx, app.ID)
 	form := fmt.Sprintf("<SF424><Title>%s</Title><Amount>%d</Amount></SF424>", app.Title, app.Amount)
@@ -106,6 +113,7 @@ func submitS2S(ctx context.Context, client *http.Client, url string, app applica
 		return result{}, err
 	}
 	req.Header.Set("Content-Type", fakes2s.ContentType)
+	req.Header.Set("SOAPAction", fakes2s.Action(fakes2s.OpSubmitApplication))
 
 	r := result{app: app}
 	resp, err := client.Do(req)
@@ -120,7 +128,8 @@ func submitS2S(ctx context.Context, client *http.Client, url string, app applica
 	defer resp.Body.Close()
 	r.outcome, _ = grantretry.OutcomeOf(resp)
 	if body, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
-		r.record, _ = fakes2s.ParseSubmitResponse(body)
+		receipt, _ := fakes2s.ParseSubmitResponse(resp.Header.Get("Content-Type"), body)
+		r.record = receipt.TrackingNumber
 	}
 	return r, nil
 }
