@@ -1,6 +1,7 @@
 package grantretry
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -402,7 +403,7 @@ func TestClassifySOAPFaultReadsAtMostThePeek(t *testing.T) {
 	}
 }
 
-// FuzzClassifySOAPFault: never panics; a verdict is one of the documented
+// FuzzClassifySOAPFault: never panics, never changes body; a verdict is one of the documented
 // ones, with a reason naming no funder text; not ok is the zero
 // Classification; and a verdict never depends on what follows the bytes
 // that gave it: if a prefix of body is classified, body is too, the same.
@@ -412,6 +413,13 @@ func FuzzClassifySOAPFault(f *testing.F) {
 			f.Add([]byte(c.body), uint16(len(c.body)/2))
 		}
 	}
+	for _, b := range sampleSeeds(f) {
+		f.Add(b, uint16(len(b)/2))
+	}
+	php := []byte(fault11("Sender"))
+	f.Add(gzipped(string(php)), uint16(20))
+	f.Add([]byte(mtom(string(php), "PK")), uint16(200))
+	f.Add([]byte("<html>500</html>"+string(php)), uint16(40))
 	verdicts := map[string]bool{
 		"soap:Client": false, "soap:Server": true, "soap:VersionMismatch": false, "soap:MustUnderstand": false,
 		"soap:Sender": false, "soap:Receiver": true, "soap:DataEncodingUnknown": false, "soap:unknown": false,
@@ -425,7 +433,11 @@ func FuzzClassifySOAPFault(f *testing.F) {
 		verdicts["wsa:"+name] = false
 	}
 	f.Fuzz(func(t *testing.T, body []byte, cut uint16) {
+		orig := bytes.Clone(body)
 		c, ok := ClassifySOAPFault(nil, body)
+		if !bytes.Equal(body, orig) {
+			t.Fatal("the body was changed")
+		}
 		if !ok && c != (Classification{}) {
 			t.Fatalf("not ok, but %+v", c)
 		}
