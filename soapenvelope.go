@@ -293,8 +293,21 @@ func splitHeader(p []byte) (header, content []byte) {
 	return p, nil
 }
 
-// partHeaders reads a part's Content-ID and Content-Type.
+// partHeaders reads a part's Content-ID and Content-Type; a line that
+// starts with a space or a tab continues the header before it (RFC 5322
+// folding, which some stacks use for a Content-Type's parameters).
 func partHeaders(header []byte) (id, ctype string) {
+	var name, value []byte
+	flush := func() {
+		v := string(bytes.TrimSpace(value))
+		switch {
+		case bytes.EqualFold(name, []byte("Content-ID")):
+			id = v
+		case bytes.EqualFold(name, []byte("Content-Type")):
+			ctype = v
+		}
+		name, value = nil, nil
+	}
 	for len(header) > 0 {
 		line := header
 		if nl := bytes.IndexByte(header, '\n'); nl >= 0 {
@@ -302,17 +315,20 @@ func partHeaders(header []byte) (id, ctype string) {
 		} else {
 			header = nil
 		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
+		line = bytes.TrimRight(line, "\r")
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			if name != nil {
+				value = append(append(value, ' '), bytes.TrimSpace(line)...)
+			}
 			continue
 		}
-		switch v := string(bytes.TrimSpace(value)); {
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-ID")):
-			id = v
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Type")):
-			ctype = v
+		flush()
+		n, v, ok := bytes.Cut(line, []byte(":"))
+		if ok {
+			name, value = bytes.TrimSpace(n), append([]byte(nil), v...)
 		}
 	}
+	flush()
 	return id, ctype
 }
 

@@ -175,6 +175,7 @@ func TestSOAPEnvelope(t *testing.T) {
 		{"MTOM, the boundary in the header is wrong", hdr("Content-Type", `multipart/related; boundary="other"; start="<x>"`), []byte(mtom(fault, att)), fault, true},
 		{"MTOM cut inside the root part", hdr("Content-Type", mtomType), []byte(upTo(mtom(fault, att), "</faultcode>")), upTo(fault, "</faultcode>"), true},
 		{"MTOM with the envelope only in an attachment", hdr("Content-Type", mtomType), []byte(mtom(`<m:r xmlns:m="urn:m"/>`, att)), "", false},
+		{"MTOM, the root part's charset on a folded line", hdr("Content-Type", mtomType), []byte(strings.Replace(mtom(latin1Text, att), "Content-Type: application/xop+xml; charset=UTF-8;", "Content-Type: application/xop+xml;\r\n charset=ISO-8859-1;", 1)), latin1UTF8, false},
 		{"MTOM whose root part has no header end", nil, []byte("--uuid:b\r\nContent-Type: text/xml\r\n" + fault), "", false},
 		{"labelled multipart, a plain envelope", hdr("Content-Type", mtomType), []byte(fault), fault, true},
 
