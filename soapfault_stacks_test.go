@@ -44,6 +44,8 @@ var stackSamples = []stackSample{
 	{"nodesoap-soap12-primer-sender", false, "soap:Sender", ""},
 	{"nodesoap-iso-8859-1-test-code", false, "soap:unknown", "an ISO-8859-1 declaration, and a code in no known set"},
 	{"php-soapserver-sender", false, "soap:Sender", "unprefixed, as PHP writes it"},
+	{"php-soapserver-version-mismatch", false, "soap:VersionMismatch", ""},
+	{"mono-wsa10-action-not-supported", false, "wsa:ActionNotSupported", "a WS-Addressing code as the faultcode"},
 	{"corewcf-internal-service-fault", true, "wcf:InternalServiceFault", "WCF's receiver fault"},
 	{"metro-mustunderstand-12", false, "soap:MustUnderstand", "Reason before Code"},
 	{"metro-receiver-action-not-supported", true, "soap:Receiver", "Metro labels a wrong action Receiver: a client error only the text tells"},
