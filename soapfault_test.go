@@ -231,8 +231,9 @@ func TestClassifySOAPFaultRealWorld(t *testing.T) {
 	}
 }
 
-// TestClassifySOAPFaultIgnoresTheResponse: funders mislabel faults, so the
-// Content-Type neither helps nor hurts, and resp may be nil.
+// TestClassifySOAPFaultIgnoresTheResponse: funders mislabel faults, so a
+// Content-Type that does not match the body neither helps nor hurts, and
+// resp may be nil.
 func TestClassifySOAPFaultIgnoresTheResponse(t *testing.T) {
 	for _, ct := range []string{"", "text/xml; charset=utf-8", "application/soap+xml", "text/html", "application/json"} {
 		for _, resp := range []*http.Response{nil, {StatusCode: 500, Header: http.Header{"Content-Type": {ct}}}} {
