@@ -23,7 +23,7 @@ func ExampleClassifySOAPFault() {
 	gateway := `{"error":"upstream unavailable"}`
 
 	resp := &http.Response{StatusCode: http.StatusInternalServerError,
-		Header: http.Header{"Content-Type": {"text/html"}}} // mislabelled, and ignored
+		Header: http.Header{"Content-Type": {"text/html"}}} // mislabelled: a hint, not the truth
 	for _, body := range []string{refusal, outage, soap12, gateway} {
 		c, ok := grantretry.ClassifySOAPFault(resp, []byte(body))
 		if !ok {

@@ -26,12 +26,16 @@ const (
 // sender's fault (a refusal, terminal) from the receiver's (an outage,
 // transient) by the fault code in the body.
 //
-// It reads only body, and of body at most the first MaxClassifyPeek bytes.
-// It does not consult resp, which may be nil: not even its Content-Type,
-// since funders send faults as text/xml, application/soap+xml and
-// text/html alike.
+// It reads only body, and of body at most the first MaxClassifyPeek bytes,
+// through SOAPEnvelope: so an MTOM/XOP (multipart) body, a gzip or deflate
+// Content-Encoding, an ISO-8859-1 or windows-1252 charset and an HTML page
+// with the fault appended are all read, and resp, which may be nil, is
+// consulted only for the Content-Type and Content-Encoding that
+// SOAPEnvelope takes as hints. Funders send faults as text/xml,
+// application/soap+xml, multipart/related and text/html alike, so a label
+// that does not match the body neither helps nor hurts.
 //
-// body is a SOAP fault when its root element is an Envelope in the SOAP 1.1
+// The envelope is a SOAP fault when it is in the SOAP 1.1
 // (http://schemas.xmlsoap.org/soap/envelope/) or SOAP 1.2
 // (http://www.w3.org/2003/05/soap-envelope) namespace, with a Body child
 // whose first child element is a Fault, all three in that namespace (SOAP
@@ -41,54 +45,94 @@ const (
 // the Fault's faultcode child in SOAP 1.1 (unqualified, as the SOAP 1.1
 // schema has it, or in the envelope namespace) and of its Code/Value in
 // SOAP 1.2. The code is a QName: its prefix is resolved against the
-// namespace declarations in scope at that element, an unprefixed code
-// takes the default namespace, and the code counts only when that is the
-// document's envelope namespace. Whitespace around the code is ignored; in
+// namespace declarations in scope at that element, and an unprefixed code
+// takes the default namespace. Whitespace around the code is ignored; in
 // SOAP 1.1 only the part of the local name before the first dot counts, so
 // "Client.Authentication" is Client. SOAP 1.2 subcodes are the funder's
-// own and do not count. The verdicts:
+// own and do not count. The verdicts, by the code's namespace:
 //
-//	SOAP 1.1  Client, VersionMismatch, MustUnderstand        terminal
-//	SOAP 1.1  Server                                         transient
-//	SOAP 1.2  Sender, VersionMismatch, MustUnderstand,
-//	          DataEncodingUnknown                            terminal
-//	SOAP 1.2  Receiver                                       transient
+//	SOAP 1.1 namespace  Client, VersionMismatch, MustUnderstand    terminal
+//	                    Server                                     transient
+//	SOAP 1.2 namespace  Sender, VersionMismatch, MustUnderstand,
+//	                    DataEncodingUnknown                        terminal
+//	                    Receiver                                   transient
+//	no namespace        Client, Sender, VersionMismatch,
+//	                    MustUnderstand, DataEncodingUnknown        terminal
+//	                    Server, Receiver                           transient
+//	WS-Addressing       EndpointUnavailable                        transient
+//	                    any other                                  terminal
+//	WCF dispatcher      InternalServiceFault                       transient
+//	                    DeserializationFailed, any other           terminal
+//	anything else                                                  terminal
 //
-// The Reason is "soap:" and that name, whatever prefix the document used
-// ("soap:Client", "soap:Receiver"); no other text from the body reaches it.
-// The Transport puts the status's reason in front, as in
+// An unprefixed code with no default namespace in scope is how PHP's
+// SoapServer writes "Sender" and how Axis 1 writes "Server.userException":
+// such a code is read by its name alone, in either version's vocabulary.
+// The WS-Addressing namespaces are 1.0's (http://www.w3.org/2005/08/addressing),
+// the 2004/08 submission's (http://schemas.xmlsoap.org/ws/2004/08/addressing)
+// and the one WCF puts its addressing faults in when a binding has no
+// addressing (http://schemas.microsoft.com/ws/2005/05/addressing/none, as
+// in WCF's "a:ActionNotSupported"). Their faults say the request's
+// addressing headers are wrong or name an action or destination the
+// service does not have, which the same request meets again; the one
+// exception is EndpointUnavailable, which WS-Addressing defines as the
+// endpoint being unable to process the message at this time. WCF's
+// dispatcher namespace
+// (http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher)
+// holds the codes WCF writes in SOAP 1.1 where SOAP 1.2 would have a
+// subcode: InternalServiceFault, an exception inside the service, sits
+// under Receiver, and DeserializationFailed, a request it could not read,
+// under Sender, so each gets that code's verdict.
+//
+// A well-formed fault whose code is in none of those sets (a funder's own
+// code such as INVALID_LOGIN or ERR_NO_SESSION, a name the SOAP namespace
+// does not define) is terminal, as an unknown status is: the fault says
+// the request was refused, the code does not say that a retry can help,
+// and an unknown answer is more likely a contract the caller has to look
+// at than a blip, so the call fails loud, once, rather than being resent
+// on a guess and counted against the funder's breaker.
+//
+// The Reason is "soap:" and the code's name as the table above spells it
+// ("soap:Client", "soap:Receiver"), whatever prefix the document used;
+// "wsa:" and the WS-Addressing name ("wsa:ActionNotSupported", or
+// "wsa:unknown" for a name WS-Addressing does not define); "wcf:" and the
+// WCF name ("wcf:InternalServiceFault"); or
+// "soap:unknown" for a code in no known set. No other text from the body
+// reaches it. The Transport puts the status's reason in front, as in
 // "terminal:500;soap:Client".
 //
 // ok is false, leaving the verdict to the status, for everything else: a
-// body that is empty or not XML; a root that is not a SOAP Envelope; an
-// Envelope whose Body's first child is not a Fault; a Fault anywhere else;
-// a Fault without a code; a code in any other namespace, under an
-// undeclared prefix, of an unknown name, with an element inside it, or
-// whose text, whitespace included, is longer than 256 bytes; and a
-// document that, before the code's end tag, is malformed, is cut off,
-// nests elements more than 32 deep, or declares an encoding other than
-// UTF-8 (a UTF-8 byte-order mark is allowed). So a fault whose code ends
-// beyond the MaxClassifyPeek bytes a Transport shows is not ok. Parsing
-// stops as soon as the verdict is known; what follows is neither read nor
-// checked.
+// body in which SOAPEnvelope finds no envelope; an Envelope whose Body's
+// first child is not a Fault; a Fault anywhere else; a Fault without a
+// code, or with an empty one; a code that is not a QName (an empty prefix
+// or local name, two colons, whitespace inside), under an undeclared prefix
+// or the reserved xml or xmlns prefix, with an element inside it, or whose
+// text, whitespace included, is longer than 256 bytes; and a document
+// that, before the code's end tag, is malformed, is cut off, or nests
+// elements more than 32 deep. So a fault whose code ends beyond the
+// MaxClassifyPeek bytes a Transport shows is not ok. Parsing stops as soon
+// as the verdict is known; what follows is neither read nor checked.
 //
-// Hostile XML costs no more than its length: a DOCTYPE is skipped, never
-// interpreted; no entity beyond XML's five predefined ones is ever
-// expanded, and a reference to one makes the document malformed there (a
-// billion-laughs entity used before or as the code leaves it not ok, one
-// declared and never used changes nothing); nothing external is ever
-// fetched. ClassifySOAPFault is a pure function, safe for concurrent use.
+// Hostile XML costs no more than its length: a DOCTYPE before the envelope
+// is skipped, never interpreted; no entity beyond XML's five predefined
+// ones is ever expanded, and a reference to one makes the document
+// malformed there (a billion-laughs entity used before or as the code
+// leaves it not ok, one declared and never used changes nothing); nothing
+// external is ever fetched; a compressed body is decompressed to at most
+// MaxClassifyPeek bytes. ClassifySOAPFault never reads resp.Body and never
+// changes body; it is a pure function, safe for concurrent use.
 func ClassifySOAPFault(resp *http.Response, body []byte) (Classification, bool) {
 	if len(body) > MaxClassifyPeek {
 		body = body[:MaxClassifyPeek]
 	}
-	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '<' {
-		return Classification{}, false // JSON, text, UTF-16: not worth a decoder
+	env, ok := SOAPEnvelope(resp, body)
+	if !ok {
+		return Classification{}, false
 	}
 	// The zero Decoder settings are the safe ones: Strict, no Entity map,
-	// no CharsetReader.
-	d := xml.NewDecoder(bytes.NewReader(body))
+	// no CharsetReader. SOAPEnvelope has left out any XML declaration, and
+	// its bytes are UTF-8.
+	d := xml.NewDecoder(bytes.NewReader(env))
 	var s soapScan
 	for {
 		tok, err := d.Token()
@@ -218,66 +262,136 @@ func (s *soapScan) collecting() bool {
 	return s.depth == s.codeDepth() && s.matched == s.depth
 }
 
+// The WS-Addressing namespaces whose codes a SOAP 1.1 faultcode can carry:
+// 1.0, the 2004/08 submission, and WCF's for bindings without addressing.
+const (
+	wsa10     = "http://www.w3.org/2005/08/addressing"
+	wsa200408 = "http://schemas.xmlsoap.org/ws/2004/08/addressing"
+	wsaWCF    = "http://schemas.microsoft.com/ws/2005/05/addressing/none"
+)
+
+// wcfDispatcher is the namespace of WCF's own dispatcher faults. SOAP 1.1
+// has no subcodes, so WCF writes the subcode as the faultcode: its
+// InternalServiceFault is SOAP 1.2's Receiver, its DeserializationFailed
+// the Sender's.
+const wcfDispatcher = "http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher"
+
+// unknownCode is the verdict on a well-formed code in no known set.
+var unknownCode = Classification{Retryable: false, Reason: "soap:unknown"}
+
 // verdict reads the code held, a QName, in the scope of its element.
 func (s *soapScan) verdict() (Classification, bool) {
 	code := strings.Trim(string(s.code[:s.n]), " \t\r\n")
 	prefix, local, found := strings.Cut(code, ":")
 	if !found {
 		prefix, local = "", code
-	} else if prefix == "" || strings.Contains(local, ":") {
+	} else if prefix == "" {
 		return Classification{}, false
 	}
-	if s.resolve(prefix) != s.ns {
+	if local == "" || strings.ContainsAny(local, ": \t\r\n") {
+		return Classification{}, false // not a QName
+	}
+	ns, ok := s.resolve(prefix)
+	if !ok {
 		return Classification{}, false
 	}
-	if s.ns == soap11Envelope {
+	switch ns {
+	case soap11Envelope:
 		local, _, _ = strings.Cut(local, ".")
-		return soap11Verdict(local)
+		return soap11Verdict(local), true
+	case soap12Envelope:
+		return soap12Verdict(local), true
+	case wsa10, wsa200408, wsaWCF:
+		return wsaVerdict(local), true
+	case wcfDispatcher:
+		return wcfVerdict(local), true
+	case "":
+		local, _, _ = strings.Cut(local, ".")
+		return bareVerdict(local), true
+	}
+	return unknownCode, true
+}
+
+// resolve finds the namespace prefix is bound to in the current scope: ok
+// is false for an undeclared prefix, and for the reserved prefixes xml and
+// xmlns, never SOAP's, whatever a document declares. No prefix gives the
+// default namespace, "" when none is declared.
+func (s *soapScan) resolve(prefix string) (uri string, ok bool) {
+	if prefix == "xml" || prefix == "xmlns" {
+		return "", false
+	}
+	for i := len(s.binds) - 1; i >= 0; i-- {
+		if s.binds[i].prefix == prefix {
+			return s.binds[i].uri, true
+		}
+	}
+	return "", prefix == ""
+}
+
+func soap11Verdict(local string) Classification {
+	switch local {
+	case "Client":
+		return Classification{Retryable: false, Reason: "soap:Client"}
+	case "Server":
+		return Classification{Retryable: true, Reason: "soap:Server"}
+	case "VersionMismatch":
+		return Classification{Retryable: false, Reason: "soap:VersionMismatch"}
+	case "MustUnderstand":
+		return Classification{Retryable: false, Reason: "soap:MustUnderstand"}
+	}
+	return unknownCode
+}
+
+func soap12Verdict(local string) Classification {
+	switch local {
+	case "Sender":
+		return Classification{Retryable: false, Reason: "soap:Sender"}
+	case "Receiver":
+		return Classification{Retryable: true, Reason: "soap:Receiver"}
+	case "VersionMismatch":
+		return Classification{Retryable: false, Reason: "soap:VersionMismatch"}
+	case "MustUnderstand":
+		return Classification{Retryable: false, Reason: "soap:MustUnderstand"}
+	case "DataEncodingUnknown":
+		return Classification{Retryable: false, Reason: "soap:DataEncodingUnknown"}
+	}
+	return unknownCode
+}
+
+// bareVerdict reads a code in no namespace by its name, in either SOAP
+// version's vocabulary.
+func bareVerdict(local string) Classification {
+	if c := soap11Verdict(local); c != unknownCode {
+		return c
 	}
 	return soap12Verdict(local)
 }
 
-// resolve finds the namespace prefix is bound to in the current scope; an
-// unbound prefix has none. The reserved prefixes xml and xmlns are never
-// SOAP's, whatever a document declares.
-func (s *soapScan) resolve(prefix string) string {
-	if prefix == "xml" || prefix == "xmlns" {
-		return ""
+// wsaVerdict reads a WS-Addressing fault code: the names WS-Addressing 1.0
+// (SOAP Binding, section 6.4) and the 2004/08 submission (section 4.4)
+// define.
+func wsaVerdict(local string) Classification {
+	switch local {
+	case "EndpointUnavailable":
+		return Classification{Retryable: true, Reason: "wsa:EndpointUnavailable"}
+	case "InvalidAddressingHeader", "InvalidAddress", "InvalidEPR", "InvalidCardinality",
+		"MissingAddressInEPR", "DuplicateMessageID", "ActionMismatch",
+		"MessageAddressingHeaderRequired", "DestinationUnreachable", "ActionNotSupported",
+		"OnlyAnonymousAddressSupported", "OnlyNonAnonymousAddressSupported",
+		"InvalidMessageInformationHeader", "MessageInformationHeaderRequired":
+		return Classification{Retryable: false, Reason: "wsa:" + local}
 	}
-	for i := len(s.binds) - 1; i >= 0; i-- {
-		if s.binds[i].prefix == prefix {
-			return s.binds[i].uri
-		}
-	}
-	return ""
+	return Classification{Retryable: false, Reason: "wsa:unknown"}
 }
 
-func soap11Verdict(local string) (Classification, bool) {
+// wcfVerdict reads a code in WCF's dispatcher namespace by the SOAP 1.2
+// code WCF puts above it.
+func wcfVerdict(local string) Classification {
 	switch local {
-	case "Client":
-		return Classification{Retryable: false, Reason: "soap:Client"}, true
-	case "Server":
-		return Classification{Retryable: true, Reason: "soap:Server"}, true
-	case "VersionMismatch":
-		return Classification{Retryable: false, Reason: "soap:VersionMismatch"}, true
-	case "MustUnderstand":
-		return Classification{Retryable: false, Reason: "soap:MustUnderstand"}, true
+	case "InternalServiceFault":
+		return Classification{Retryable: true, Reason: "wcf:InternalServiceFault"}
+	case "DeserializationFailed":
+		return Classification{Retryable: false, Reason: "wcf:DeserializationFailed"}
 	}
-	return Classification{}, false
-}
-
-func soap12Verdict(local string) (Classification, bool) {
-	switch local {
-	case "Sender":
-		return Classification{Retryable: false, Reason: "soap:Sender"}, true
-	case "Receiver":
-		return Classification{Retryable: true, Reason: "soap:Receiver"}, true
-	case "VersionMismatch":
-		return Classification{Retryable: false, Reason: "soap:VersionMismatch"}, true
-	case "MustUnderstand":
-		return Classification{Retryable: false, Reason: "soap:MustUnderstand"}, true
-	case "DataEncodingUnknown":
-		return Classification{Retryable: false, Reason: "soap:DataEncodingUnknown"}, true
-	}
-	return Classification{}, false
+	return unknownCode
 }

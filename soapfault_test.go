@@ -1,6 +1,7 @@
 package grantretry
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,15 +142,33 @@ func soapSemanticCases() []soapCase {
 		{"1.1 MustUnderstand", fault11("soap:MustUnderstand"), false, "soap:MustUnderstand"},
 		{"1.1 dotted subcode counts by its first part", fault11("soap:Client.Authentication"), false, "soap:Client"},
 		{"1.1 dotted Server", fault11("soap:Server.Database.Down"), true, "soap:Server"},
-		{"1.1 unknown code in the envelope namespace", fault11("soap:Busy"), false, ""},
-		{"1.1 code names are case-sensitive", fault11("soap:client"), false, ""},
-		{"1.1 a funder's own code", strings.Replace(fault11("f:Client"), "<faultcode>", `<faultcode xmlns:f="urn:funder">`, 1), false, ""},
-		{"1.1 unprefixed code and no default namespace", fault11("Client"), false, ""},
+		{"1.1 unknown code in the envelope namespace: fail loud", fault11("soap:Busy"), false, "soap:unknown"},
+		{"1.1 code names are case-sensitive", fault11("soap:client"), false, "soap:unknown"},
+		{"1.1 a funder's own code: fail loud", strings.Replace(fault11("f:Client"), "<faultcode>", `<faultcode xmlns:f="urn:funder">`, 1), false, "soap:unknown"},
+		{"1.1 unprefixed Client, no default namespace", fault11("Client"), false, "soap:Client"},
+		{"1.1 unprefixed Server", fault11("Server"), true, "soap:Server"},
+		{"1.1 unprefixed Sender, as PHP writes it", fault11("Sender"), false, "soap:Sender"},
+		{"1.1 unprefixed Receiver", fault11("Receiver"), true, "soap:Receiver"},
+		{"1.1 unprefixed dotted Server, as Axis writes it", fault11("Server.userException"), true, "soap:Server"},
+		{"1.1 unprefixed MustUnderstand", fault11("MustUnderstand"), false, "soap:MustUnderstand"},
+		{"1.1 unprefixed code of a funder's own: fail loud", fault11("INVALID_LOGIN"), false, "soap:unknown"},
+		{"1.1 unprefixed names are case-sensitive", fault11("server"), false, "soap:unknown"},
+		{"1.1 a number as the code", fault11("42"), false, "soap:unknown"},
+		{"1.1 WS-Addressing 1.0 code", strings.Replace(fault11("wsa:InvalidAddressingHeader"), "<faultcode>", `<faultcode xmlns:wsa="http://www.w3.org/2005/08/addressing">`, 1), false, "wsa:InvalidAddressingHeader"},
+		{"1.1 WS-Addressing 2004/08 code", strings.Replace(fault11("wsa:ActionNotSupported"), "<faultcode>", `<faultcode xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing">`, 1), false, "wsa:ActionNotSupported"},
+		{"1.1 WCF's addressing-none code", strings.Replace(fault11("a:ActionNotSupported"), "<faultcode>", `<faultcode xmlns:a="http://schemas.microsoft.com/ws/2005/05/addressing/none">`, 1), false, "wsa:ActionNotSupported"},
+		{"1.1 WS-Addressing EndpointUnavailable", strings.Replace(fault11("wsa:EndpointUnavailable"), "<faultcode>", `<faultcode xmlns:wsa="http://www.w3.org/2005/08/addressing">`, 1), true, "wsa:EndpointUnavailable"},
+		{"1.1 WS-Addressing name it does not define", strings.Replace(fault11("wsa:Busy"), "<faultcode>", `<faultcode xmlns:wsa="http://www.w3.org/2005/08/addressing">`, 1), false, "wsa:unknown"},
+		{"1.1 WCF's InternalServiceFault", strings.Replace(fault11("a:InternalServiceFault"), "<faultcode>", `<faultcode xmlns:a="http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher">`, 1), true, "wcf:InternalServiceFault"},
+		{"1.1 WCF's DeserializationFailed", strings.Replace(fault11("a:DeserializationFailed"), "<faultcode>", `<faultcode xmlns:a="http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher">`, 1), false, "wcf:DeserializationFailed"},
+		{"1.1 WCF's SessionTerminated: fail loud", strings.Replace(fault11("a:SessionTerminated"), "<faultcode>", `<faultcode xmlns:a="http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher">`, 1), false, "soap:unknown"},
+		{"1.1 whitespace-only code", fault11(" \n "), false, ""},
 		{"1.1 empty code", fault11(""), false, ""},
 		{"1.1 self-closing faultcode", env11(`<soap:Fault><faultcode/></soap:Fault>`), false, ""},
 		{"1.1 code with an empty prefix", fault11(":Client"), false, ""},
 		{"1.1 code with two colons", fault11("soap:Client:x"), false, ""},
-		{"1.1 code in the SOAP 1.2 namespace", strings.Replace(fault11("e:Client"), "<faultcode>", `<faultcode xmlns:e="http://www.w3.org/2003/05/soap-envelope">`, 1), false, ""},
+		{"1.1 a 1.1 name in the SOAP 1.2 namespace", strings.Replace(fault11("e:Client"), "<faultcode>", `<faultcode xmlns:e="http://www.w3.org/2003/05/soap-envelope">`, 1), false, "soap:unknown"},
+		{"1.1 a 1.2 code, by its own namespace", strings.Replace(fault11("e:Receiver"), "<faultcode>", `<faultcode xmlns:e="http://www.w3.org/2003/05/soap-envelope">`, 1), true, "soap:Receiver"},
 		{"1.1 faultcode qualified in the envelope namespace", env11(`<soap:Fault><soap:faultcode>soap:Server</soap:faultcode></soap:Fault>`), true, "soap:Server"},
 		{"1.1 faultcode in a funder's namespace", env11(`<soap:Fault><f:faultcode xmlns:f="urn:funder">soap:Client</f:faultcode></soap:Fault>`), false, ""},
 		{"1.1 faultstring before faultcode", env11(`<soap:Fault><faultstring>x</faultstring><faultcode>soap:Server</faultcode></soap:Fault>`), true, "soap:Server"},
@@ -165,8 +184,10 @@ func soapSemanticCases() []soapCase {
 		{"1.2 VersionMismatch", fault12("env:VersionMismatch"), false, "soap:VersionMismatch"},
 		{"1.2 MustUnderstand", fault12("env:MustUnderstand"), false, "soap:MustUnderstand"},
 		{"1.2 DataEncodingUnknown", fault12("env:DataEncodingUnknown"), false, "soap:DataEncodingUnknown"},
-		{"1.2 has no dotted subcodes", fault12("env:Sender.Auth"), false, ""},
-		{"1.2 the 1.1 names are not 1.2 codes", fault12("env:Client"), false, ""},
+		{"1.2 has no dotted subcodes", fault12("env:Sender.Auth"), false, "soap:unknown"},
+		{"1.2 the 1.1 names are not 1.2 codes", fault12("env:Client"), false, "soap:unknown"},
+		{"1.2 unprefixed Sender", env12(`<env:Fault><env:Code><env:Value>Sender</env:Value></env:Code></env:Fault>`), false, "soap:Sender"},
+		{"1.2 a WS-Addressing subcode under Sender", env12(`<env:Fault><env:Code><env:Value>env:Sender</env:Value><env:Subcode><env:Value xmlns:wsa="http://www.w3.org/2005/08/addressing">wsa:ActionNotSupported</env:Value></env:Subcode></env:Code></env:Fault>`), false, "soap:Sender"},
 		{"1.2 subcode does not change the verdict", env12(`<env:Fault><env:Code><env:Value>env:Receiver</env:Value><env:Subcode><env:Value>env:Sender</env:Value></env:Subcode></env:Code></env:Fault>`), true, "soap:Receiver"},
 		{"1.2 Value outside Code", env12(`<env:Fault><env:Value>env:Sender</env:Value></env:Fault>`), false, ""},
 		{"1.2 unqualified Code and Value", env12(`<env:Fault><Code><Value>env:Sender</Value></Code></env:Fault>`), false, ""},
@@ -178,7 +199,7 @@ func soapSemanticCases() []soapCase {
 		{"JSON", `{"faultcode":"soap:Client"}`, false, ""},
 		{"plain text", "Service Unavailable", false, ""},
 		{"HTML error page", `<!DOCTYPE html><html><body><h1>500</h1><p>soap:Client</p></body></html>`, false, ""},
-		{"text before the root", "oops" + fault11("soap:Client"), false, ""},
+		{"text before the envelope, as a proxy page puts it", "oops" + fault11("soap:Client"), false, "soap:Client"},
 		{"an Envelope without a Fault", env11(`<m:SubmitApplicationResponse xmlns:m="urn:m"><m:ok/></m:SubmitApplicationResponse>`), false, ""},
 		{"an Envelope with an empty Body", env11(""), false, ""},
 		{"an Envelope without a Body", `<soap:Envelope ` + soapNS + `><soap:Header/></soap:Envelope>`, false, ""},
@@ -187,7 +208,7 @@ func soapSemanticCases() []soapCase {
 		{"comments and whitespace before the Fault", env11("\n <!-- fault follows -->\n" + `<soap:Fault><faultcode>soap:Server</faultcode></soap:Fault>`), true, "soap:Server"},
 		{"a Fault nested in a Body entry", env11(`<m:r xmlns:m="urn:m"><soap:Fault><faultcode>soap:Client</faultcode></soap:Fault></m:r>`), false, ""},
 		{"a Fault as the root", `<soap:Fault ` + soapNS + `><faultcode>soap:Client</faultcode></soap:Fault>`, false, ""},
-		{"an Envelope that is not the root", `<w>` + fault11("soap:Client") + `</w>`, false, ""},
+		{"an Envelope inside another element", `<w>` + fault11("soap:Client") + `</w>`, false, "soap:Client"},
 		{"a Fault without a code", env11(`<soap:Fault><faultstring>x</faultstring></soap:Fault>`), false, ""},
 		{"malformed before the code", env11(`<soap:Fault><faultstring>x</faultstrin><faultcode>soap:Client</faultcode></soap:Fault>`), false, ""},
 		{"malformed after the code", fault11("soap:Client") + "<<<", false, "soap:Client"},
@@ -210,8 +231,9 @@ func TestClassifySOAPFaultRealWorld(t *testing.T) {
 	}
 }
 
-// TestClassifySOAPFaultIgnoresTheResponse: funders mislabel faults, so the
-// Content-Type neither helps nor hurts, and resp may be nil.
+// TestClassifySOAPFaultIgnoresTheResponse: funders mislabel faults, so a
+// Content-Type that does not match the body neither helps nor hurts, and
+// resp may be nil.
 func TestClassifySOAPFaultIgnoresTheResponse(t *testing.T) {
 	for _, ct := range []string{"", "text/xml; charset=utf-8", "application/soap+xml", "text/html", "application/json"} {
 		for _, resp := range []*http.Response{nil, {StatusCode: 500, Header: http.Header{"Content-Type": {ct}}}} {
@@ -336,20 +358,22 @@ func soapHostileCases(dtdURL, secretPath string) []soapCase {
 		{"a default-namespace document", `<Envelope xmlns="http://schemas.xmlsoap.org/soap/envelope/"><Body><Fault><faultcode>Client</faultcode></Fault></Body></Envelope>`, false, "soap:Client"},
 		{"a default-namespace document, prefixed code", `<Envelope xmlns="http://schemas.xmlsoap.org/soap/envelope/" xmlns:e="http://schemas.xmlsoap.org/soap/envelope/"><Body><Fault><faultcode>e:Server</faultcode></Fault></Body></Envelope>`, true, "soap:Server"},
 		{"a default-namespace 1.2 document", `<Envelope xmlns="http://www.w3.org/2003/05/soap-envelope"><Body><Fault><Code><Value>Receiver</Value></Code></Fault></Body></Envelope>`, true, "soap:Receiver"},
-		{"the default namespace undeclared for the code", `<Envelope xmlns="http://schemas.xmlsoap.org/soap/envelope/"><Body><Fault><faultcode xmlns="">Client</faultcode></Fault></Body></Envelope>`, false, ""},
+		{"the default namespace undeclared for the code", `<Envelope xmlns="http://schemas.xmlsoap.org/soap/envelope/"><Body><Fault><faultcode xmlns="">Server</faultcode></Fault></Body></Envelope>`, true, "soap:Server"},
 		{"CDATA as the code", fault11("<![CDATA[soap:Client]]>"), false, "soap:Client"},
 		{"CDATA as half the code", fault11("soap:<![CDATA[Server]]>"), true, "soap:Server"},
 		{"CDATA hiding markup", fault11("<![CDATA[<faultcode>soap:Client</faultcode>]]>"), false, ""},
 		{"whitespace around the code", fault11("\n\t  soap:Server \r\n"), true, "soap:Server"},
 		{"whitespace inside the code", fault11("soap: Server"), false, ""},
 		{"an undeclared prefix", fault11("soapenv:Client"), false, ""},
-		{"the prefix rebound to a funder's namespace on faultcode", strings.Replace(fault11("soap:Client"), "<faultcode>", `<faultcode xmlns:soap="urn:funder">`, 1), false, ""},
+		{"the prefix rebound to a funder's namespace on faultcode", strings.Replace(fault11("soap:Server"), "<faultcode>", `<faultcode xmlns:soap="urn:funder">`, 1), false, "soap:unknown"},
 		{"a funder's prefix rebound to SOAP on the Fault", strings.Replace(strings.Replace(fault11("f:Client"), "<soap:Fault>", `<soap:Fault xmlns:f="http://schemas.xmlsoap.org/soap/envelope/">`, 1), "<soap:Envelope ", `<soap:Envelope xmlns:f="urn:funder" `, 1), false, "soap:Client"},
 		{"a declaration on a closed sibling is out of scope", env11(`<soap:Fault><faultstring xmlns:e="http://schemas.xmlsoap.org/soap/envelope/">x</faultstring><faultcode>e:Client</faultcode></soap:Fault>`), false, ""},
 		{"a declaration on the code's own element", env11(`<soap:Fault><faultcode xmlns:e="http://schemas.xmlsoap.org/soap/envelope/">e:Server</faultcode></soap:Fault>`), true, "soap:Server"},
 		{"UTF-16 with a byte-order mark", utf16le(`<?xml version="1.0" encoding="UTF-16"?>` + fault11("soap:Client")), false, ""},
 		{"UTF-8 bytes declaring UTF-16", `<?xml version="1.0" encoding="UTF-16"?>` + fault11("soap:Client"), false, ""},
-		{"ISO-8859-1 declared", `<?xml version="1.0" encoding="ISO-8859-1"?>` + fault11("soap:Client"), false, ""},
+		{"ISO-8859-1 declared", `<?xml version="1.0" encoding="ISO-8859-1"?>` + fault11("soap:Client"), false, "soap:Client"},
+		{"ISO-8859-1 declared, Latin-1 text before the code", `<?xml version="1.0" encoding="ISO-8859-1"?>` + env11("<soap:Fault><faultstring>refus\xe9</faultstring><faultcode>soap:Client</faultcode></soap:Fault>"), false, "soap:Client"},
+		{"Shift_JIS declared", `<?xml version="1.0" encoding="Shift_JIS"?>` + fault11("soap:Client"), false, ""},
 	}
 }
 
@@ -380,7 +404,7 @@ func TestClassifySOAPFaultReadsAtMostThePeek(t *testing.T) {
 	}
 }
 
-// FuzzClassifySOAPFault: never panics; a verdict is one of the documented
+// FuzzClassifySOAPFault: never panics, never changes body; a verdict is one of the documented
 // ones, with a reason naming no funder text; not ok is the zero
 // Classification; and a verdict never depends on what follows the bytes
 // that gave it: if a prefix of body is classified, body is too, the same.
@@ -390,12 +414,31 @@ func FuzzClassifySOAPFault(f *testing.F) {
 			f.Add([]byte(c.body), uint16(len(c.body)/2))
 		}
 	}
+	for _, b := range sampleSeeds(f) {
+		f.Add(b, uint16(len(b)/2))
+	}
+	php := []byte(fault11("Sender"))
+	f.Add(gzipped(string(php)), uint16(20))
+	f.Add([]byte(mtom(string(php), "PK")), uint16(200))
+	f.Add([]byte("<html>500</html>"+string(php)), uint16(40))
 	verdicts := map[string]bool{
 		"soap:Client": false, "soap:Server": true, "soap:VersionMismatch": false, "soap:MustUnderstand": false,
-		"soap:Sender": false, "soap:Receiver": true, "soap:DataEncodingUnknown": false,
+		"soap:Sender": false, "soap:Receiver": true, "soap:DataEncodingUnknown": false, "soap:unknown": false,
+		"wsa:EndpointUnavailable": true, "wsa:unknown": false,
+		"wcf:InternalServiceFault": true, "wcf:DeserializationFailed": false,
+	}
+	for _, name := range []string{"InvalidAddressingHeader", "InvalidAddress", "InvalidEPR", "InvalidCardinality",
+		"MissingAddressInEPR", "DuplicateMessageID", "ActionMismatch", "MessageAddressingHeaderRequired",
+		"DestinationUnreachable", "ActionNotSupported", "OnlyAnonymousAddressSupported",
+		"OnlyNonAnonymousAddressSupported", "InvalidMessageInformationHeader", "MessageInformationHeaderRequired"} {
+		verdicts["wsa:"+name] = false
 	}
 	f.Fuzz(func(t *testing.T, body []byte, cut uint16) {
+		orig := bytes.Clone(body)
 		c, ok := ClassifySOAPFault(nil, body)
+		if !bytes.Equal(body, orig) {
+			t.Fatal("the body was changed")
+		}
 		if !ok && c != (Classification{}) {
 			t.Fatalf("not ok, but %+v", c)
 		}
