@@ -8,6 +8,10 @@ import (
 
 const testEnvelope = `<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><soap:Fault><faultcode>soap:Server</faultcode><faultstring>Server error has occurred</faultstring></soap:Fault></soap:Body></soap:Envelope>`
 
+// boundaryInText is an envelope whose fault string holds the boundary's
+// text, not at the start of a line.
+const boundaryInText = `<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><soap:Fault><faultcode>soap:Server</faultcode><faultstring>--uuid:b</faultstring></soap:Fault></soap:Body></soap:Envelope>`
+
 // TestSoapEnvelopeFindsMTOMRootPart reads the root part the way the
 // mirror frames it, and tolerates what a proxy may do to the line ends:
 // what any envelope finder behind soapEnvelope must do.
@@ -22,9 +26,9 @@ func TestSoapEnvelopeFindsMTOMRootPart(t *testing.T) {
 		{"mtom", "--uuid:b\r\n" + root + testEnvelope + "\r\n--uuid:b--", testEnvelope, true},
 		{"mtom with an attachment", "--uuid:b\r\n" + root + testEnvelope + "\r\n--uuid:b\r\nContent-Type: application/octet-stream\r\n\r\n<not the envelope/>\r\n--uuid:b--", testEnvelope, true},
 		{"bare line feeds", strings.ReplaceAll("--uuid:b\r\n"+root+testEnvelope+"\r\n--uuid:b--", "\r\n", "\n"), testEnvelope, true},
-		{"cut off before the closing boundary", "--uuid:b\r\n" + root + testEnvelope[:40], testEnvelope[:40], true},
-		{"boundary text inside the part", "--uuid:b\r\n" + root + "<x>--uuid:b</x>\r\n--uuid:b--", "<x>--uuid:b</x>", true},
-		{"empty root part", "--uuid:b\r\n" + root + "--uuid:b--", "", true},
+		{"cut off before the closing boundary", "--uuid:b\r\n" + root + testEnvelope[:120], testEnvelope[:120], true},
+		{"boundary text inside the part", "--uuid:b\r\n" + root + boundaryInText + "\r\n--uuid:b--", boundaryInText, true},
+		{"empty root part", "--uuid:b\r\n" + root + "--uuid:b--", "", false},
 		{"plain envelope", "\r\n\r\n" + testEnvelope, testEnvelope, true},
 		{"byte-order mark", "\xef\xbb\xbf" + testEnvelope, testEnvelope, true},
 		{"JSON", `{"error":"unavailable"}`, "", false},
@@ -58,21 +62,5 @@ func TestSoapEnvelopeSkipsTheAttachments(t *testing.T) {
 	}
 	if bytes.Contains(env, []byte("PK-zip-bytes")) {
 		t.Error("the attachment is in the envelope")
-	}
-}
-
-// TestMimeRootPartRefusesBrokenFraming is the private reader's own: a
-// multipart body whose root part cannot be told has no envelope to it.
-func TestMimeRootPartRefusesBrokenFraming(t *testing.T) {
-	for name, body := range map[string]string{
-		"cut off inside the part headers": "--uuid:b\r\nContent-Type: application/xop+xml",
-		"no blank line after the headers": "--uuid:b\r\nContent-ID: <x>\r\n--uuid:b--\r\n",
-		"no boundary":                     "--\r\n\r\n" + testEnvelope,
-		"no line end":                     "--uuid:b",
-		"boundary line too long":          "--" + strings.Repeat("b", 100) + "\r\n\r\n" + testEnvelope,
-	} {
-		if got, ok := mimeRootPart([]byte(body)); ok {
-			t.Errorf("%s: mimeRootPart = %q, true", name, got)
-		}
 	}
 }

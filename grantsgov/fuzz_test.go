@@ -34,9 +34,6 @@ func FuzzClassifyFault(f *testing.F) {
 	resp := &http.Response{StatusCode: http.StatusInternalServerError, Header: http.Header{}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		orig := bytes.Clone(body)
-		if part, ok := mimeRootPart(body); ok && len(part) > 0 && !within(part, body) {
-			t.Fatal("the root part is not a part of the body")
-		}
 		_, found := soapEnvelope(resp, body)
 		c, ok := ClassifyFault(resp, body)
 		if ok && !names[c.Reason] {
@@ -52,14 +49,4 @@ func FuzzClassifyFault(f *testing.F) {
 			t.Fatal("the body changed")
 		}
 	})
-}
-
-// within reports whether sub shares memory with b, as a sub-slice does.
-func within(sub, b []byte) bool {
-	for i := range b {
-		if &b[i] == &sub[0] {
-			return i+len(sub) <= len(b)
-		}
-	}
-	return false
 }
