@@ -42,6 +42,22 @@ func (e *cutError) Is(target error) bool {
 	return target == ErrLeaseLost || target == context.DeadlineExceeded
 }
 
+// lostError is the error of a claim found no longer this worker's: it
+// names the letter, says what was not done, and matches ErrLeaseLost.
+type lostError struct {
+	id   string
+	what string // after the letter's id: ": its lease was lost to another worker"
+}
+
+func (e *lostError) Error() string { return "grantretry: fleet: letter " + e.id + e.what }
+
+func (e *lostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// errLost is a lostError for a Done or Release.
+func errLost(id string) error {
+	return &lostError{id: id, what: ": its lease was lost to another worker"}
+}
+
 // Claim is a letter a worker holds under a lease. Token fences it: a
 // claim whose lease ended and was claimed again can no longer be Done.
 type Claim struct {
@@ -140,7 +156,7 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
+		return errLost(c.Letter.ID)
 	}
 	return nil
 }
@@ -166,7 +182,7 @@ func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
 		RETURNING coalesce((letter->>'ambiguous')::boolean, false)`,
 		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
+		return errLost(c.Letter.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
@@ -199,7 +215,8 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 		RETURNING lease_until`,
 		c.Letter.ID, c.Worker, c.Token, s.cfg.lease).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Errorf("letter %s not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered): %w", c.Letter.ID, ErrLeaseLost)
+		return nil, nil, &lostError{id: c.Letter.ID,
+			what: " not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered)"}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("grantretry: fleet: letter %s not sent: confirming its claim: %w", c.Letter.ID, err)
