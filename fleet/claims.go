@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -259,8 +260,12 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
 		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err))
-		if cut {
+		switch {
+		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}
+		case errors.As(err, new(*url.Error)) && !errors.Is(err, deadletter.ErrNotReconciled):
+			// The client's own error, which knows no letter.
+			err = fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 		}
 		return deadletter.Redelivery{}, errors.Join(err, rerr)
 	}
