@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -40,6 +41,22 @@ func (e *cutError) Unwrap() error { return e.err }
 
 func (e *cutError) Is(target error) bool {
 	return target == ErrLeaseLost || target == context.DeadlineExceeded
+}
+
+// lostError is the error of a claim found no longer this worker's: it
+// names the letter, says what was not done, and matches ErrLeaseLost.
+type lostError struct {
+	id   string
+	what string // after the letter's id: ": its lease was lost to another worker"
+}
+
+func (e *lostError) Error() string { return "grantretry: fleet: letter " + e.id + e.what }
+
+func (e *lostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// errLost is a lostError for a Done or Release.
+func errLost(id string) error {
+	return &lostError{id: id, what: ": its lease was lost to another worker"}
 }
 
 // Claim is a letter a worker holds under a lease. Token fences it: a
@@ -140,7 +157,7 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
+		return errLost(c.Letter.ID)
 	}
 	return nil
 }
@@ -166,7 +183,7 @@ func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
 		RETURNING coalesce((letter->>'ambiguous')::boolean, false)`,
 		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("letter %s: %w", c.Letter.ID, ErrLeaseLost)
+		return errLost(c.Letter.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
@@ -199,7 +216,8 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 		RETURNING lease_until`,
 		c.Letter.ID, c.Worker, c.Token, s.cfg.lease).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Errorf("letter %s not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered): %w", c.Letter.ID, ErrLeaseLost)
+		return nil, nil, &lostError{id: c.Letter.ID,
+			what: " not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered)"}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("grantretry: fleet: letter %s not sent: confirming its claim: %w", c.Letter.ID, err)
@@ -242,8 +260,12 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
 		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err))
-		if cut {
+		switch {
+		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}
+		case errors.As(err, new(*url.Error)) && !errors.Is(err, deadletter.ErrNotReconciled):
+			// The client's own error, which knows no letter.
+			err = fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 		}
 		return deadletter.Redelivery{}, errors.Join(err, rerr)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -315,5 +316,42 @@ func TestMigrateAddsTheSendMarkerToAnAlreadyMigratedDatabase(t *testing.T) {
 	}
 	if c, err := s.Claim(ctx, "w", 1); err != nil || len(c) != 1 {
 		t.Fatalf("Claim after Migrate: %d, %v", len(c), err)
+	}
+}
+
+// Every error of Letters about a claim starts with the package's prefix,
+// as its other errors do, and those of a lost lease still match
+// ErrLeaseLost.
+func TestLettersClaimErrorsStartWithTheFleetPrefix(t *testing.T) {
+	pool := newPool(t)
+	f := newClaimsFunder(t, 0, nil)
+	s := NewLetters(pool, WithLimit(5*time.Second))
+	ctx := context.Background()
+	if err := s.PutDeadLetter(ctx, testLetter(f.srv.URL, 0)); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := s.Claim(ctx, "mine", 1)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("Claim: %d, %v", len(claims), err)
+	}
+	// A claim fenced off: the token of an earlier claim of the letter.
+	stale := *claims[0]
+	stale.Token--
+	_, redeliverErr := s.Redeliver(ctx, &stale, f.srv.Client(), nil)
+	for what, err := range map[string]error{
+		"Done":      s.Done(ctx, &stale, deadletter.Redelivery{Status: 201}),
+		"Release":   s.Release(ctx, &stale),
+		"Redeliver": redeliverErr,
+	} {
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("%s of a fenced claim: %v, want ErrLeaseLost", what, err)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "grantretry: fleet: letter "+stale.Letter.ID) || strings.Count(msg, "grantretry: ") != 1 {
+			t.Errorf("%s of a fenced claim: %q, want it to start with the package's prefix, once, and name the letter", what, err)
+		}
+	}
+	if seen := f.counts(); len(seen) != 0 {
+		t.Errorf("the funder received %v on a fenced claim", seen)
 	}
 }

@@ -19,7 +19,8 @@ import (
 )
 
 const auditSynopsis = `Usage: grantretry audit verify FILE...
-       grantretry audit trace FILE... (-correlation ID | -submission ID | -key KEY)
+       grantretry audit trace FILE...
+           (-correlation ID | -submission ID | -key KEY)
 
 Reads an audit trail written by grantretry's trail package: its live file,
 its rotated files (FILE.000001 and on) and its head file (FILE.head), given
@@ -47,7 +48,8 @@ Prints "ok: N records in M files, seq A..B, last hash H" and the counts, or
 names the first broken record and exits 1.
 `
 
-const auditTraceSynopsis = `Usage: grantretry audit trace FILE... (-correlation ID | -submission ID | -key KEY)
+const auditTraceSynopsis = `Usage: grantretry audit trace FILE...
+           (-correlation ID | -submission ID | -key KEY)
 
 Verifies the trail, then reconstructs every logical call that matches the
 one selector given, grouped by correlation id, in time order: its ids, the
@@ -57,8 +59,8 @@ disposition. A dead letter sent again (grantretry deadletter redeliver, or
 deadletter.Redeliver through a Transport with the same trail) is a call of
 its own, after the call that left the letter, and says which letter it
 redelivers. Text from a funder or a caller is shown with its control
-characters escaped (\x1b), never as they are. Exits 1 if no call matches or the chain is broken (the calls
-read before the break are still printed).
+characters escaped (\x1b), never as they are. Exits 1 if no call matches
+or the chain is broken (the calls read before the break are still printed).
 `
 
 // runAudit runs "grantretry audit": verify or trace.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,10 +66,11 @@ DIR/redelivered/trail.jsonl): its attempts and disposition, each line naming
 the letter ("redelivers"), so that 'grantretry audit trace PATH -submission
 ID' shows the call and its redelivery. Only one process at a time may write
 a trail: run this while the pipeline that writes PATH is stopped, or give it
-a trail of its own. -dry-run writes no trail. A funder that honours the key
-and already applied a letter
-answers with its first result instead of applying it twice; one that
-ignores the key applies it again.
+a trail of its own. -dry-run writes no trail.
+
+A funder that honours the key and already applied a letter answers with its
+first result instead of applying it twice; one that ignores the key applies
+it again.
 
 Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
@@ -496,6 +498,11 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
 	defer cancel()
 	resp, err := deadletter.Redeliver(ctx, client, l, nil)
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		// The client's own error, which knows no letter.
+		return fmt.Errorf("letter %s: %w; it stays in %s", l.ID, err, r.d.Path())
+	}
 	if err != nil {
 		return err
 	}

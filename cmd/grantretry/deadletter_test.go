@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -673,5 +674,31 @@ func TestDeadLetterRedeliverRefusesAnAmbiguousLetterUnlessTrusted(t *testing.T) 
 	}
 	if requests, _ := f.stats(); requests != 1 {
 		t.Errorf("the funder got %d requests, want 1", requests)
+	}
+}
+
+// A redelivery that fails on the transport (a funder that refuses
+// connections) is reported with the tool's prefix only, though the
+// client's *url.Error quotes the library's error, on a line that names
+// the letter; the letter stays.
+func TestDeadLetterRedeliverTransportErrorNamesTheLetter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/submit"
+	ln.Close() // nothing listens there now: connections are refused
+	dir := dlSeed(t, dlLetter("L-a", refused, dlBody))
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"deadletter", "redeliver", dir, "L-a", "-timeout", "1s", "-trail", filepath.Join(t.TempDir(), "trail.jsonl")}, &stdout, &stderr)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	wantAll(t, "stderr", "\n"+stderr.String(), "\ngrantretry: deadletter: letter L-a: Post \""+refused+"\": POST "+refused+": ", "; it stays in "+dir+"\n")
+	if strings.Count(stderr.String(), "grantretry: ") != 2 { // the letter's line and the count's
+		t.Errorf("the prefix twice on a line:\n%s", stderr.String())
+	}
+	if got := dlPending(t, dir); len(got) != 1 {
+		t.Errorf("waiting after the failure: %q, want L-a", got)
 	}
 }

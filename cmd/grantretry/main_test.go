@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry/internal/sim"
 )
@@ -224,5 +225,35 @@ func TestSimRefusesUnwritableOutput(t *testing.T) {
 		"-md", filepath.Join(t.TempDir(), "missing", "run.md"), "-svg", ""}, &stdout, &stderr)
 	if code != exitFailure || !strings.HasPrefix(stderr.String(), "grantretry: sim: cannot write ") {
 		t.Errorf("exit status %d, stderr:\n%s", code, stderr.String())
+	}
+}
+
+// The synopses of the help are text an operator reads at a terminal: no
+// line is wider than 80 columns, and a paragraph's line is broken only
+// where its next word would not fit (a line with room for it and 8
+// columns to spare reads as a sentence cut in the middle).
+func TestHelpSynopsesFitEightyColumnsAndBreakNoSentenceMidLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"audit", "-help"}, {"audit", "verify", "-help"}, {"audit", "trace", "-help"},
+		{"deadletter", "-help"}, {"deadletter", "list", "-help"}, {"deadletter", "show", "-help"},
+		{"deadletter", "redeliver", "-help"},
+	} {
+		var stdout bytes.Buffer
+		run(args, &stdout, io.Discard)
+		synopsis, _, _ := strings.Cut(stdout.String(), "\nFlags:\n")
+		name := strings.Join(args, " ")
+		lines := strings.Split(synopsis, "\n")
+		for i, line := range lines {
+			if n := utf8.RuneCountInString(line); n > 80 {
+				t.Errorf("%s: a line of %d columns: %q", name, n, line)
+			}
+			if i+1 == len(lines) || line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(lines[i+1], " ") {
+				continue
+			}
+			next := strings.Fields(lines[i+1])
+			if len(next) > 0 && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(next[0]) <= 72 {
+				t.Errorf("%s: %q is broken before %q, which fits on it", name, line, next[0])
+			}
+		}
 	}
 }

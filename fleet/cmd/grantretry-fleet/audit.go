@@ -30,11 +30,14 @@ verified as a trail of its own, and its dispositions are counted beside
 the database's.
 `
 
-const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
+const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN]
+           (-correlation ID | -submission ID | -key KEY)
 
 Verifies the database's trail, then prints every record of the calls that
-match the one selector given, writer by writer, in chain order. Exits 1 if
-none matches or a chain is broken.
+match the one selector given, writer by writer, in chain order. The records
+of a redelivery (deadletter redeliver, or fleet.Letters.Redeliver through a
+Transport on the trail) name the letter they send again: "redelivers dead
+letter ID". Exits 1 if none matches or a chain is broken.
 `
 
 func runAudit(args []string, stdout io.Writer) error {
@@ -46,9 +49,9 @@ func runAudit(args []string, stdout io.Writer) error {
 		io.WriteString(stdout, auditVerifySynopsis+"\n"+auditTraceSynopsis)
 		return flag.ErrHelp
 	case sub == "verify":
-		return auditVerify(args[1:], stdout)
+		return subUsage("audit verify", auditVerify(args[1:], stdout))
 	case sub == "trace":
-		return auditTrace(args[1:], stdout)
+		return subUsage("audit trace", auditTrace(args[1:], stdout))
 	default:
 		return usagef("unknown subcommand %q: verify or trace", sub)
 	}
@@ -67,7 +70,7 @@ func auditVerify(args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	sum, err := fleet.VerifyTrail(ctx, pool)
-	if noTrail(err) {
+	if noTable(err) {
 		return errNoTrail("verify")
 	}
 	if err != nil {
@@ -86,6 +89,10 @@ func auditVerify(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "dispositions: %s\n", countList(sum.Dispositions))
 	for _, path := range locals {
 		lsum, err := trail.Verify(path)
+		var te *trail.Error
+		if errors.As(err, &te) && te.NotTrail {
+			return fmt.Errorf("verify: local trail %s is not an audit trail: its first line is not a trail record (seq, prev, hash)", path)
+		}
 		if err != nil {
 			return fmt.Errorf("verify: local trail %s: %w", path, err)
 		}
@@ -142,7 +149,7 @@ func auditTrace(args []string, stdout io.Writer) error {
 	})
 	tw.Flush()
 	switch {
-	case noTrail(err):
+	case noTable(err):
 		return errNoTrail("trace")
 	case err != nil:
 		return fmt.Errorf("trace: %w", err)
@@ -154,11 +161,15 @@ func auditTrace(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// detail is the fields an operator reads first: the attempt's status and
-// verdict, the disposition and its reason. Each value is escaped: an
-// error or a reason can carry a funder's text.
+// detail is the fields an operator reads first: the letter a redelivery
+// sends again, the attempt's status and verdict, the disposition and its
+// reason. Each value is escaped: an error or a reason can carry a
+// funder's text, and a letter's id a caller's.
 func detail(f map[string]any) string {
 	var parts []string
+	if id := fmt.Sprint(f[grantretry.FieldRedelivers]); f[grantretry.FieldRedelivers] != nil && id != "" {
+		parts = append(parts, "redelivers dead letter "+escaped(id))
+	}
 	for _, k := range []string{grantretry.FieldAttempt, grantretry.FieldStatus, grantretry.FieldReason, grantretry.FieldError,
 		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldDeadLetterID} {
 		if v, ok := f[k]; ok && fmt.Sprint(v) != "" {
@@ -181,17 +192,25 @@ func escaped(s string) string {
 	return s
 }
 
-// noTrail reports whether err is the server saying the trail table does
-// not exist: a database no fleet process migrated.
-func noTrail(err error) bool {
+// noTable reports whether err is the server saying a table of the
+// fleet's schema does not exist: a database no fleet process migrated.
+func noTable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
 }
 
-func errNoTrail(sub string) error {
-	return fmt.Errorf("%s: the database has no fleet trail (no table grantretry_trail): "+
+// errNoTrail is the error of the subcommand sub on a database without the
+// fleet's trail table.
+func errNoTrail(sub string) error { return errNoSchema(sub, "trail", "grantretry_trail") }
+
+// errNoLetters is the error of the subcommand sub on a database without
+// the fleet's letter table.
+func errNoLetters(sub string) error { return errNoSchema(sub, "letters", "grantretry_letters") }
+
+func errNoSchema(sub, what, table string) error {
+	return fmt.Errorf("%s: the database has no fleet %s (no table %s): "+
 		"-pg (or $%s) names a database where the fleet's schema was never created. "+
-		"Check that it is the fleet's database; a fleet's processes create the schema with fleet.Migrate before they start", sub, envDSN)
+		"Check that it is the fleet's database; a fleet's processes create the schema with fleet.Migrate before they start", sub, what, table, envDSN)
 }
 
 func countList(m map[string]int) string {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,68 @@ func TestAuditTraceEscapesTheErrorAndReasonFields(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("trace output lacks %s:\n%s", want, out)
 		}
+	}
+}
+
+// A redelivery is a call of its own whose records name the letter it
+// sends again (FieldRedelivers): audit trace says so on each of its rows,
+// as the root tool's trace does, and escapes the id like every field.
+func TestAuditTraceShowsWhichLetterARedeliveryRedelivers(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusCreated)
+	l := testLetter(f.srv.URL, 0, false)
+	l.SubmissionID = "GRANT-43"
+	putLetters(t, pool, l)
+	if code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, l.ID); code != exitOK {
+		t.Fatalf("redeliver: exit %d\n%s%s", code, out, errOut)
+	}
+	// A record whose letter id carries control characters: a pipeline
+	// may mark any context as a redelivery.
+	ctx := context.Background()
+	tr, err := fleet.NewTrail(ctx, pool, fleet.WithLimit(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hostile = "L-\x1b[2J\tx"
+	req, _ := http.NewRequestWithContext(grantretry.WithRedeliveryOf(grantretry.WithSubmissionID(ctx, "GRANT-43"), hostile),
+		http.MethodPost, f.srv.URL, strings.NewReader("{}"))
+	req.Header.Set(grantretry.HeaderIdempotencyKey, "key-hostile")
+	resp, err := grantretry.New(nil, grantretry.WithAuditTrail(tr)).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	code, out, errOut := runCLI("audit", "trace", "-pg", dsn, "-submission", "GRANT-43")
+	if code != exitOK {
+		t.Fatalf("trace: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := strings.Count(out, "redelivers dead letter "+l.ID+" "); n != 2 {
+		t.Errorf("%d rows say they redeliver %s, want its attempt and its disposition:\n%s", n, l.ID, out)
+	}
+	if n := strings.Count(out, `redelivers dead letter "L-\x1b[2J\tx"`); n != 2 {
+		t.Errorf("%d rows name the hostile letter id escaped, want 2:\n%s", n, out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("trace printed the letter id's escape sequence as it is:\n%q", out)
+	}
+}
+
+// A local file that is not a trail at all (its first line has no seq,
+// prev and hash) is named as such, as the root tool's audit verify does,
+// not taken for a trail whose first record is torn.
+func TestAuditVerifyOfALocalFileThatIsNotATrailSaysSo(t *testing.T) {
+	dsn, _ := newDB(t)
+	path := filepath.Join(t.TempDir(), "go.mod")
+	if err := os.WriteFile(path, []byte("module example.com/x\n\ngo 1.23\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("audit", "verify", "-pg", dsn, path)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitFailure, out, errOut)
+	}
+	want := "grantretry-fleet: audit: verify: local trail " + path + " is not an audit trail: its first line is not a trail record (seq, prev, hash)\n"
+	if errOut != want || strings.Contains(errOut, "torn") {
+		t.Errorf("stderr %q, want %q", errOut, want)
 	}
 }

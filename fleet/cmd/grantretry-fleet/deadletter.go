@@ -35,13 +35,13 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stdout, dlListSynopsis+"\n"+dlShowSynopsis+"\n"+dlRedeliverSynopsis+"\n"+dlDrainSynopsis)
 		return flag.ErrHelp
 	case sub == "list":
-		return dlList(args[1:], stdout)
+		return subUsage("deadletter list", dlList(args[1:], stdout))
 	case sub == "show":
-		return dlShow(args[1:], stdout)
+		return subUsage("deadletter show", dlShow(args[1:], stdout))
 	case sub == "redeliver":
-		return dlRedeliver(args[1:], stdout, stderr)
+		return subUsage("deadletter redeliver", dlRedeliver(args[1:], stdout, stderr))
 	case sub == "drain":
-		return dlDrain(args[1:], stdout)
+		return subUsage("deadletter drain", dlDrain(args[1:], stdout))
 	default:
 		return usagef("unknown subcommand %q: list, show, redeliver or drain", sub)
 	}
@@ -64,6 +64,9 @@ func dlList(args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	letters, err := fleet.NewLetters(pool).List(ctx)
+	if noTable(err) {
+		return errNoLetters("list")
+	}
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
@@ -103,10 +106,10 @@ const dlRedeliverSynopsis = `Usage: grantretry-fleet deadletter redeliver [-pg D
 
 Sends letters again, one after another, through a grantretry Transport with
 the default policy that writes its attempts and dispositions to the fleet's
-trail: same method, URL, headers, body, Idempotency-Key and
-X-Correlation-ID. A funder that honours the key and already applied a letter
-answers with its first result instead of applying it twice; one that
-ignores the key applies it again.
+trail: same method, URL, headers, body, Idempotency-Key and X-Correlation-ID.
+A funder that honours the key and already applied a letter answers with its
+first result instead of applying it twice; one that ignores the key applies
+it again.
 
 Each letter is claimed just before it is sent, under a lease of -timeout
 and a quarter more, and the claim is checked on the database's clock
@@ -153,6 +156,9 @@ func dlShow(args []string, stdout io.Writer) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("show: no letter %s in the database", ids[0])
 	}
+	if noTable(err) {
+		return errNoLetters("show")
+	}
 	if err != nil {
 		return fmt.Errorf("show: %w", libError{err})
 	}
@@ -176,12 +182,18 @@ func dlShow(args []string, stdout io.Writer) error {
 
 // libError is an error of the library, whose lines start with
 // "grantretry: " (or "grantretry: fleet: ") where run's own prefix already
-// says where it comes from: it drops the second one.
+// says where it comes from, and may quote another such message after a
+// colon (a client's *url.Error, a wrapped cause): it drops every prefix
+// but run's.
 type libError struct{ err error }
 
 func (e libError) Error() string {
-	s := strings.ReplaceAll("\n"+e.err.Error(), "\ngrantretry: fleet: ", "\n")
-	return strings.ReplaceAll(s, "\ngrantretry: ", "\n")[1:]
+	s := "\n" + e.err.Error()
+	for _, prefix := range []string{"grantretry: fleet: ", "grantretry: "} {
+		s = strings.ReplaceAll(s, "\n"+prefix, "\n")
+		s = strings.ReplaceAll(s, ": "+prefix, ": ")
+	}
+	return s[1:]
 }
 
 func (e libError) Unwrap() error { return e.err }
@@ -235,7 +247,7 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case f.creds.Err != nil:
-		return usageError{f.creds.Err}
+		return usageError{err: f.creds.Err}
 	case f.all == (len(ids) > 0):
 		return usagef("redeliver: give -all or letter ids, not both or neither")
 	case f.timeout <= 0:
@@ -254,6 +266,9 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	r := &redeliverer{f: f, letters: fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.timeout))), stdout: stdout, stderr: stderr}
 	if f.all {
 		waiting, err := r.letters.List(ctx)
+		if noTable(err) {
+			return errNoLetters("redeliver")
+		}
 		if err != nil {
 			return fmt.Errorf("redeliver: %w", libError{err})
 		}
@@ -321,6 +336,8 @@ func (r *redeliverer) run(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		claims, err := r.letters.ClaimIDs(ctx, r.f.worker, []string{id})
 		switch {
+		case noTable(err):
+			return errNoLetters("redeliver") // and so for every letter
 		case err != nil:
 			reportEach(r.stderr, err)
 			failed++
@@ -395,6 +412,8 @@ func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		l, rec, err := r.letters.Get(ctx, id)
 		switch {
+		case noTable(err):
+			return errNoLetters("redeliver") // and so for every letter
 		case errors.Is(err, pgx.ErrNoRows):
 			err = fmt.Errorf("letter %s: there is no such letter in the database", id)
 		case err == nil && rec != nil:

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +19,9 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/fleet"
+	"github.com/grantretry/grantretry/fleet/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -338,5 +342,78 @@ func TestRedeliverFailurePrintsTheGrantretryPrefixOnce(t *testing.T) {
 	}
 	if strings.Contains(errOut, ": grantretry: ") {
 		t.Errorf("the prefix twice:\n%s", errOut)
+	}
+}
+
+// A redelivery that fails on the transport (a funder that refuses
+// connections) is reported once, with the tool's prefix only (the
+// client's *url.Error quotes the library's error), on a line that names
+// the letter.
+func TestRedeliverTransportErrorPrintsThePrefixOnceAndNamesTheLetter(t *testing.T) {
+	dsn, pool := newDB(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	putLetters(t, pool, testLetter(refused, 0, false))
+	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "-timeout", "1s")
+	if code != exitFailure {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	want := "grantretry-fleet: deadletter: letter letter-0: Post \"" + refused + "/submit\": POST " + refused + "/submit: "
+	if !strings.Contains(errOut, want) {
+		t.Errorf("want a line beginning %q in\n%s", want, errOut)
+	}
+	if strings.Contains(errOut, "grantretry: ") {
+		t.Errorf("the prefix twice:\n%s", errOut)
+	}
+}
+
+// deadletter's subcommands on a database no fleet process migrated say
+// that it has no fleet letters, what to check and what creates them, not
+// the server's "relation does not exist".
+func TestDeadLetterOnADatabaseNeverMigratedSaysToMigrate(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	path := t.TempDir()
+	dir, err := deadletter.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.PutDeadLetter(context.Background(), testLetter("http://funder.example", 0, false)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"deadletter", "list", "-pg", dsn},
+		{"deadletter", "show", "-pg", dsn, "letter-0"},
+		{"deadletter", "redeliver", "-pg", dsn, "letter-0"},
+		{"deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1"},
+		{"deadletter", "redeliver", "-pg", dsn, "-all"},
+		{"deadletter", "redeliver", "-pg", dsn, "-dry-run", "letter-0"},
+		{"deadletter", "drain", "-pg", dsn, path},
+	} {
+		name := fmt.Sprintf("%q", args[:2])
+		if len(args) > 4 {
+			name = fmt.Sprintf("%q", append(args[:2:2], args[4:]...))
+		}
+		code, out, errOut := runCLI(args...)
+		if code != exitFailure {
+			t.Errorf("%s: exit %d, want %d", name, code, exitFailure)
+		}
+		for _, want := range []string{"no fleet letters (no table grantretry_letters)", "$" + envDSN, "fleet.Migrate"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", name, want, errOut)
+			}
+		}
+		if strings.Contains(errOut, "does not exist") || strings.Count(errOut, "fleet.Migrate") != 1 {
+			t.Errorf("%s: stderr %q, want the schema named missing once, without the server's words", name, errOut)
+		}
+		if strings.Contains(out, "moved") {
+			t.Errorf("%s: stdout %q", name, out)
+		}
+	}
+	if ls, err := dir.List(); err != nil || len(ls) != 1 {
+		t.Errorf("the fallback directory after drain: %d letters, %v; want its letter left", len(ls), err)
 	}
 }

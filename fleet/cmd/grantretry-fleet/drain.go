@@ -46,6 +46,9 @@ func dlDrain(args []string, stdout io.Writer) error {
 		letters := fleet.NewLetters(pool, fleet.WithFallback(dir))
 		moved, present, err := letters.Drain(ctx)
 		letters.Close()
+		if noTable(err) {
+			return errNoLetters("drain") // and so for every directory
+		}
 		fmt.Fprintf(stdout, "%s: %s moved into the database, %d there already\n", path, countNoun(moved, "letter"), present)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", path, err))

@@ -7,7 +7,7 @@
 //	grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
 //	grantretry-fleet deadletter list [-pg DSN] [-json]
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
-//	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run]
+//	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
 //	grantretry-fleet sim [flags]
 //
@@ -60,13 +60,29 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError is a command called wrongly.
-type usageError struct{ err error }
+// usageError is a command called wrongly. help names the command whose
+// -help lists the flags, when it is a subcommand ("deadletter list"); ""
+// means the command that was run.
+type usageError struct {
+	err  error
+	help string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return usageError{err: fmt.Errorf(format, args...)} }
+
+// subUsage points a usage error of the subcommand cmd ("deadletter
+// list") at its own help, which lists its flags, rather than at the
+// command's.
+func subUsage(cmd string, err error) error {
+	var uerr usageError
+	if !errors.As(err, &uerr) || uerr.help != "" {
+		return err
+	}
+	return usageError{err: uerr.err, help: cmd}
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -95,7 +111,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &uerr):
-		fmt.Fprintf(stderr, "grantretry-fleet: %s: %v\nRun 'grantretry-fleet help' for the commands.\n", name, uerr.err)
+		help := name
+		if uerr.help != "" {
+			help = uerr.help
+		}
+		fmt.Fprintf(stderr, "grantretry-fleet: %s: %v\nRun 'grantretry-fleet %s -help' for its flags.\n", name, uerr.err, help)
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "grantretry-fleet: %s: %v\n", name, err)
@@ -137,7 +157,7 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 			return nil, flag.ErrHelp
 		}
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usageError{err: err}
 		}
 		if fs.NArg() == 0 {
 			return rest, nil

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/fleet"
@@ -205,5 +206,71 @@ func TestSimRefusesAChartItCannotWriteBeforeRunning(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "missing", "storm.svg")
 	if code, _, errOut := runCLI("sim", "-pg", "postgres://x/y", "-chart", chart); code != exitUsage || !strings.Contains(errOut, "no directory") {
 		t.Fatalf("exit %d, %s", code, errOut)
+	}
+}
+
+// A usage error of a subcommand points at that subcommand's own help,
+// which lists its flags, as the root tool does; that help exists.
+func TestSubcommandUsageErrorsPointAtTheSubcommandsHelp(t *testing.T) {
+	t.Setenv(envDSN, "")
+	for _, tc := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"deadletter", "list", "-x"}, "deadletter list"},
+		{[]string{"deadletter", "show", "-pg", "postgres://x/y"}, "deadletter show"},
+		{[]string{"deadletter", "redeliver", "-all", "-timeout", "0"}, "deadletter redeliver"},
+		{[]string{"deadletter", "redeliver", "-all", "-header-env", "Authorization"}, "deadletter redeliver"},
+		{[]string{"deadletter", "drain"}, "deadletter drain"},
+		{[]string{"deadletter", "list"}, "deadletter list"}, // no database given
+		{[]string{"audit", "trace", "-bogus"}, "audit trace"},
+		{[]string{"audit", "verify", "-bogus"}, "audit verify"},
+		{[]string{"deadletter", "purge"}, "deadletter"},
+		{[]string{"audit"}, "audit"},
+	} {
+		code, _, errOut := runCLI(tc.args...)
+		want := "\nRun 'grantretry-fleet " + tc.help + " -help' for its flags.\n"
+		if code != exitUsage || !strings.HasSuffix(errOut, want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, exitUsage, want)
+		}
+		if code, out, _ := runCLI(append(strings.Fields(tc.help), "-help")...); code != exitOK || !strings.Contains(out, "Usage: grantretry-fleet "+tc.help) {
+			t.Errorf("%s -help: exit %d\n%s", tc.help, code, out)
+		}
+	}
+}
+
+// The synopses of the help are text an operator reads at a terminal: no
+// line is wider than 80 columns, and a paragraph's line is broken only
+// where its next word would not fit (a line with room for it and 8
+// columns to spare reads as a sentence cut in the middle).
+func TestHelpSynopsesFitEightyColumnsAndBreakNoSentenceMidLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"audit", "-help"}, {"audit", "verify", "-help"}, {"audit", "trace", "-help"},
+		{"deadletter", "-help"}, {"deadletter", "list", "-help"}, {"deadletter", "show", "-help"},
+		{"deadletter", "redeliver", "-help"}, {"deadletter", "drain", "-help"},
+	} {
+		_, out, _ := runCLI(args...)
+		synopsis, _, _ := strings.Cut(out, "\nFlags:\n")
+		checkFilled(t, fmt.Sprintf("%q", args), synopsis)
+	}
+}
+
+// checkFilled reports a line of text wider than 80 columns, and a line of
+// a paragraph (lines not indented, between blank lines) followed by one
+// whose first word it had room for.
+func checkFilled(t *testing.T, name, text string) {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		if n := utf8.RuneCountInString(line); n > 80 {
+			t.Errorf("%s: a line of %d columns: %q", name, n, line)
+		}
+		if i+1 == len(lines) || line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(lines[i+1], " ") {
+			continue
+		}
+		next := strings.Fields(lines[i+1])
+		if len(next) > 0 && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(next[0]) <= 72 {
+			t.Errorf("%s: %q is broken before %q, which fits on it", name, line, next[0])
+		}
 	}
 }
