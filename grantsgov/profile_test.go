@@ -64,7 +64,7 @@ func TestProfileAcceptsWSDLShapedSubmission(t *testing.T) {
 		t.Fatalf("outcome %s (%s) after %d attempts, status %v", o.Disposition, o.StopReason, o.Attempts, resp)
 	}
 	r, err := grantsgov.ParseSubmitResponse(body)
-	if err != nil || []string{r.TrackingNumber}[0] != f.TrackingNumbers("PROP-10")[0] {
+	if err != nil || len(f.TrackingNumbers("PROP-10")) != 1 || r.TrackingNumber != f.TrackingNumbers("PROP-10")[0] {
 		t.Errorf("receipt %+v, %v; the funder recorded %v", r, err, f.TrackingNumbers("PROP-10"))
 	}
 }
@@ -167,7 +167,7 @@ func TestProfileThousandSubmissionsTenthDroppedNoDuplicateNoLoss(t *testing.T) {
 		t.Errorf("%d duplicates, %d applications for %d submissions", f.Duplicates(), f.TotalApplications(), n)
 	}
 	if f.Dropped() == 0 || reconciled == 0 {
-		t.Errorf("%d dropped, %d reconciled: the test did not drop anything", f.Dropped(), reconciled)
+		t.Errorf("%d dropped, %d reconciled; want drops, each reconciled", f.Dropped(), reconciled)
 	}
 }
 

@@ -245,3 +245,25 @@ func TestSubmissionTitleReadsTheApplicationHeader(t *testing.T) {
 		}
 	}
 }
+
+// A list query records nothing: an ambiguous one is sent again, without a
+// question about a title it does not have.
+func TestReconcilerAnswersNotAppliedForAListQuery(t *testing.T) {
+	f, client := startFunder(t, fakes2s.Options{DropRate: -1})
+	env := fakes2s.ListEnvelope(fakes2s.Filter{Type: fakes2s.FilterSubmissionTitle, Value: "PROP-8"})
+	req := submitRequest(t, context.Background(), f.URL(), env)
+	req.Header.Set("SOAPAction", fakes2s.Action(fakes2s.OpGetApplicationList))
+	q := grantretry.ReconcileQuery{Request: req, Attempt: 1, Status: http.StatusInternalServerError, FirstAttempt: time.Now()}
+	if resp, err := newReconciler(t, client).Reconcile(context.Background(), q); resp != nil || err != nil {
+		t.Fatalf("Reconcile = %v, %v; want not applied", resp, err)
+	}
+	if f.Queries() != 0 {
+		t.Errorf("%d queries asked about a query", f.Queries())
+	}
+	// The same body under SubmitApplication's action is no query: it cannot be told.
+	req.Header.Set("SOAPAction", fakes2s.Action(fakes2s.OpSubmitApplication))
+	req.Body, _ = req.GetBody()
+	if resp, err := newReconciler(t, client).Reconcile(context.Background(), q); resp != nil || !errors.Is(err, grantsgov.ErrNoTitle) {
+		t.Fatalf("Reconcile = %v, %v; want ErrNoTitle", resp, err)
+	}
+}
