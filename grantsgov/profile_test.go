@@ -197,3 +197,12 @@ func TestProfileReconcilesResubmissionWithItsOwnApplication(t *testing.T) {
 		t.Errorf("receipt %+v, %v; want the call's own %s, not the earlier %s", r, err, recorded[1], earlier.TrackingNumber)
 	}
 }
+
+// Without its reconciler the profile would resend an ambiguous
+// submission: the Transport is invalid, and sends nothing.
+func TestProfileWithNilReconcilerMakesTransportInvalid(t *testing.T) {
+	tr := grantretry.New(http.DefaultTransport, grantsgov.Profile("ws07.grants.gov", nil))
+	if err := tr.Err(); !errors.Is(err, grantretry.ErrInvalidOption) {
+		t.Fatalf("Err() = %v, want ErrInvalidOption", err)
+	}
+}
