@@ -45,6 +45,14 @@ type ReconcileQuery struct {
 	Attempt        int   // the number of the ambiguous attempt, 1 for the first
 	Status         int   // its status, 0 if it obtained no response
 	Err            error // its transport error, nil if it obtained a response
+	// FirstAttempt is when the submission's first attempt began, read
+	// from the Transport's Clock: this call's, just before its first
+	// attempt was sent, or, for a dead letter sent again under
+	// WithReconcileFirst, the letter's FirstAttempt, zero if the letter
+	// has none. A funder that dates what it records (Grants.gov's
+	// ReceivedDateTime) can tell by it a record of this submission from
+	// an earlier one that carries the same title; zero means it cannot.
+	FirstAttempt time.Time
 }
 
 // WithReconciler makes the Transport ask fn, before it sends again a keyed
@@ -216,6 +224,7 @@ func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
 		Attempt:        c.out.Attempts,
 		Status:         c.out.Status,
 		Err:            c.lastErr,
+		FirstAttempt:   c.start,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // A redelivery is a dead letter sent again. Its context says so
@@ -26,6 +27,7 @@ type redeliveryMark struct {
 	ask             ReconcileFunc
 	attempt, status int
 	err             error
+	firstAttempt    time.Time // the letter's FirstAttempt
 	invalid         bool
 }
 
@@ -79,6 +81,7 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
+		m.firstAttempt = l.FirstAttempt
 		if l.LastError != "" {
 			m.err = errors.New(l.LastError)
 		}
@@ -114,6 +117,7 @@ func (c *call) reconcileFirst() (done bool, resp *http.Response, err error) {
 		if q.Attempt == 0 { // the question before the first attempt: about the letter's last
 			q.Attempt, q.Status, q.Err = m.attempt, m.status, m.err
 		}
+		q.FirstAttempt = m.firstAttempt // the submission began with the letter's call
 		return ask(ctx, q)
 	}
 	c.pol = &pol

@@ -25,6 +25,7 @@ import (
 //	grantsgov:not_found      unknown tracking number                terminal
 //	grantsgov:filter         a missing or invalid filter            terminal
 //	grantsgov:authorization  authorization failure                  terminal
+//	grantsgov:action         a SOAPAction of no operation           terminal
 //	grantsgov:server         the service's generic server error     transient
 //
 // The Reason is the rule's name; no text from the body reaches it. The

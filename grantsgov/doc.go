@@ -12,6 +12,19 @@
 //	grantretry.New(inner, grantretry.ForHost("ws07.grants.gov",
 //		grantretry.WithClassifier(grantsgov.ClassifyFault)))
 //
-// docs/grantsgov.md lists the rules and their sources, and says where the
-// package stops.
+// SubmitApplication takes no id of the client's and ignores
+// Idempotency-Key, so a resend after an ambiguous attempt would be a
+// second application. A Reconciler finds the application with
+// GetApplicationList by its SubmissionTitle, which is the submission id,
+// and Profile gives an S2S host the classifier, the reconciler and a
+// budget and breaker sized for it:
+//
+//	rec, err := grantsgov.NewReconciler(lookup, grantsgov.DefaultClockSkew)
+//	...
+//	grantretry.New(inner, grantsgov.Profile("ws07.grants.gov", rec))
+//
+// docs/grantsgov.md lists the rules and their sources, says how the
+// reconciler tells a submission's application from another under its
+// title and why each value of the profile, and says where the package
+// stops.
 package grantsgov

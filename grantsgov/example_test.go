@@ -1,6 +1,8 @@
 package grantsgov_test
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 
@@ -38,4 +40,38 @@ func ExampleClassifyFault() {
 	// grantsgov:certificate retryable: false true
 	// grantsgov:server retryable: true true
 	// grantsgov:unknown retryable: true true
+}
+
+// The S2S host's profile: its faults read by their text, an ambiguous
+// SubmitApplication looked up by its SubmissionTitle, and a budget and
+// breaker sized for uploads and maintenance windows.
+func ExampleProfile() {
+	// Both transports present the S2S client certificate; the reconciler's
+	// is a plain client of its own.
+	tlsConfig := &tls.Config{ /* Certificates: the S2S client certificate */ }
+	inner := &http.Transport{TLSClientConfig: tlsConfig}
+	lookup := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+
+	rec, err := grantsgov.NewReconciler(lookup, grantsgov.DefaultClockSkew)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	t := grantretry.New(inner, grantsgov.Profile("ws07.grants.gov", rec))
+	fmt.Println(t.Err())
+
+	// Each SubmitApplication goes under its submission id, which is also
+	// its SubmissionTitle: the reconciler checks one against the other.
+	envelope := []byte(`<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body>` +
+		`<app:SubmitApplicationRequest xmlns:app="http://apply.grants.gov/services/ApplicantWebServices-V2.0">` +
+		`<app:GrantApplicationXML>&lt;GrantApplication&gt;&lt;GrantSubmissionHeader&gt;` +
+		`&lt;SubmissionTitle&gt;PROP-2026-0042&lt;/SubmissionTitle&gt;&lt;/GrantSubmissionHeader&gt;&lt;/GrantApplication&gt;` +
+		`</app:GrantApplicationXML></app:SubmitApplicationRequest></soap:Body></soap:Envelope>`)
+	title, err := grantsgov.SubmissionTitle(envelope)
+	fmt.Println(title, err)
+	ctx := grantretry.WithSubmissionID(context.Background(), title)
+	_ = ctx // the request's context: http.NewRequestWithContext(ctx, ...)
+	// Output:
+	// <nil>
+	// PROP-2026-0042 <nil>
 }

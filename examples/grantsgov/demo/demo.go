@@ -10,12 +10,14 @@
 // submission was recorded twice, and verifies the hash chain of the audit
 // trail it wrote to disk.
 //
-// Three more go to a second funder, a Grants.gov S2S SOAP endpoint that
-// ignores Idempotency-Key and records one of them before hanging up. Its
-// GetApplicationList query is that host's reconciler (ForHost): the
-// pipeline asks it before sending the submission again, learns the
-// application was recorded, and the call succeeds without a resend. Its
-// ledger shows no duplicate either.
+// Three more go over mutual TLS to a second funder, a Grants.gov S2S SOAP
+// endpoint that ignores Idempotency-Key, under grantsgov.Profile for its
+// host. It refuses the first with a schema-validation fault, which ends
+// the call after one attempt without touching the breaker; it records the
+// second before hanging up, and the pipeline, asking GetApplicationList by
+// the submission's title before sending it again, learns it was recorded
+// and succeeds without a resend; it accepts the third. Its ledger shows no
+// duplicate either.
 //
 // Everything runs in process against a loopback server and needs no
 // network. Backoffs are kept to milliseconds; the one long wait is the

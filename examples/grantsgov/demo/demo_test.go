@@ -222,7 +222,7 @@ func TestRunSucceeds(t *testing.T) {
 		regexp.MustCompile(`(?m)^` + s2sDropped + ` +succeeded +reconciled +1 +1 +200 +GRANT\d+ \(GetApplicationList\) `),
 		regexp.MustCompile(`(?m)^== what Grants.gov S2S recorded .*==$`),
 		regexp.MustCompile(`(?m)^funder recorded 5 submissions, 0 duplicates$`),
-		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests .*applications: 3, duplicates: 0$`),
+		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests, refused 1 .*applications: 2, duplicates: 0$`),
 		regexp.MustCompile(`hash chain verified, .*; reconcile lines 1\n`),
 	} {
 		if !want.MatchString(out.String()) {
@@ -234,8 +234,9 @@ func TestRunSucceeds(t *testing.T) {
 // The S2S funder ignores Idempotency-Key and recorded s2sDropped before
 // hanging up: the pipeline asked GetApplicationList instead of sending it
 // again, and the call succeeded with the tracking number the funder holds.
-// Every submission is recorded once, and every request the funder received
-// is an attempt an Outcome counts.
+// s2sRefused met a schema-validation fault and was tried once. Every
+// other submission is recorded once, and every request the funder
+// received is an attempt an Outcome counts.
 func TestS2SDroppedSubmissionIsReconciledNotResent(t *testing.T) {
 	t.Parallel()
 	sim, _, _ := simulateForTest(t)
@@ -245,6 +246,14 @@ func TestS2SDroppedSubmissionIsReconciledNotResent(t *testing.T) {
 		o := r.outcome
 		attempts += o.Attempts
 		recorded := f.TrackingNumbers(r.app.ID)
+		if r.app.ID == s2sRefused {
+			if len(recorded) != 0 || o.Disposition != grantretry.FailedTerminal || o.Attempts != 1 || o.Reconciles != 0 ||
+				o.Status != 500 || o.Reason != "terminal:500;grantsgov:validation" {
+				t.Errorf("%s: %s/%s after %d attempts and %d reconciles, status %d, reason %q, recorded %v; want failed_terminal after 1 attempt, terminal:500;grantsgov:validation, nothing recorded",
+					r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Status, o.Reason, recorded)
+			}
+			continue
+		}
 		if len(recorded) != 1 || r.record != recorded[0] {
 			t.Errorf("%s: the funder recorded %v, the pipeline got %q; want exactly that one", r.app.ID, recorded, r.record)
 		}
@@ -257,9 +266,9 @@ func TestS2SDroppedSubmissionIsReconciledNotResent(t *testing.T) {
 				r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Status, wantStop, wantReconciles)
 		}
 	}
-	if f.Received() != attempts || f.Dropped() != 1 || f.Queries() != 1 || f.Duplicates() != 0 {
-		t.Errorf("S2S funder: received %d (attempts %d), dropped %d, queries %d, duplicates %d; want received = attempts, 1, 1, 0",
-			f.Received(), attempts, f.Dropped(), f.Queries(), f.Duplicates())
+	if f.Received() != attempts || f.Refused() != 1 || f.Dropped() != 1 || f.Queries() != 1 || f.Duplicates() != 0 {
+		t.Errorf("S2S funder: received %d (attempts %d), refused %d, dropped %d, queries %d, duplicates %d; want received = attempts, 1, 1, 1, 0",
+			f.Received(), attempts, f.Refused(), f.Dropped(), f.Queries(), f.Duplicates())
 	}
 }
 
@@ -273,7 +282,7 @@ func TestS2SReportFailsOnDuplicate(t *testing.T) {
 	// funder that ignores the key records it twice.
 	client := &http.Client{Transport: grantretry.New(s.inner)}
 	defer client.CloseIdleConnections()
-	app := s2sApplications[0]
+	app := s2sApplications[2] // one the funder accepts
 	for range 2 {
 		if r, err := submitS2S(context.Background(), client, s.URL(), app); err != nil || r.record == "" {
 			t.Fatalf("submit: %+v, %v", r, err)
@@ -334,8 +343,9 @@ func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
 	if got := sum.Messages[grantretry.MsgAttempt] + sum.Messages[grantretry.MsgDisposition] + sum.Messages[grantretry.MsgBreaker] + sum.Messages[grantretry.MsgReconcile]; got != logged {
 		t.Errorf("trail holds %d audit records, the logger wrote %d lines", got, logged)
 	}
-	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 8 {
-		t.Errorf("trail dispositions %v, want 1 dead_letter and 8 succeeded (5 to the JSON funder, 3 to S2S)", sum.Dispositions)
+	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 7 ||
+		sum.Dispositions[string(grantretry.FailedTerminal)] != 2 {
+		t.Errorf("trail dispositions %v, want 1 dead_letter, 7 succeeded (5 to the JSON funder, 2 to S2S) and 2 failed_terminal (one each)", sum.Dispositions)
 	}
 	if sum.Messages[grantretry.MsgReconcile] != 1 {
 		t.Errorf("trail holds %d reconcile records, want 1 (%s)", sum.Messages[grantretry.MsgReconcile], s2sDropped)

@@ -11,16 +11,18 @@ import (
 	"text/tabwriter"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/grantsgov"
 	"github.com/grantretry/grantretry/internal/fakes2s"
 )
 
 // The second funder profile: Grants.gov's S2S SOAP endpoint, over mutual
 // TLS, which ignores Idempotency-Key and takes no submission id, so a
 // resend after a dropped connection would be a second application. The
-// pipeline puts its submission id in the application's SubmissionTitle,
-// and GetApplicationList filtered on that title is the reconciler: before
-// any resend of an ambiguous submission, the pipeline asks whether the
-// funder recorded the first.
+// pipeline writes its submission id as the application's SubmissionTitle,
+// and the host gets grantsgov.Profile: its faults read by their text
+// (grantsgov.ClassifyFault), and GetApplicationList filtered on that title
+// asked before any resend of an ambiguous submission
+// (grantsgov.Reconciler).
 
 // s2sApplications go to the S2S endpoint, one after another on one
 // kept-alive connection.
@@ -29,6 +31,15 @@ var s2sApplications = []application{
 	{ID: "GRANT-2026-0008", Title: "Wildfire smoke sensors", Amount: 64000},
 	{ID: "GRANT-2026-0009", Title: "Rural transit pilot", Amount: 230000},
 }
+
+// s2sRefused is sent as a corrected application whose previous tracking
+// number was mistyped (7 digits, not 8): the service refuses it with a
+// schema-validation fault, a 500 soap:Server that ClassifyFault reads as
+// terminal. It is tried once, and the breaker does not count it.
+const (
+	s2sRefused         = "GRANT-2026-0007"
+	s2sMistypedTracker = "GRANT1234567"
+)
 
 // s2sDropped is the one submission the S2S funder records and then hangs
 // up on. It goes out second, on the connection the first left idle: the
@@ -63,52 +74,39 @@ func (s *s2sFunder) close() {
 	s.Close()
 }
 
-// options give the S2S host a policy of its own: SOAP faults classified by
-// their faultcode, and GetApplicationList asked before an ambiguous
-// submission is sent again. The JSON funder keeps the demo's policy. Both
-// listen on 127.0.0.1, so the rule names the port.
+// options give the S2S host grantsgov's profile; the JSON funder keeps
+// the demo's policy. Both listen on 127.0.0.1, so the rule names the
+// port. The reconciler asks through a plain client with the same client
+// certificate: when the query fails, the Transport itself waits and asks
+// again within the call's budget, and an unkeyed POST is one net/http
+// never resends once written.
 func (s *s2sFunder) options() ([]grantretry.Option, error) {
 	u, err := url.Parse(s.URL())
 	if err != nil {
 		return nil, err
 	}
-	return []grantretry.Option{grantretry.ForHost(u.Host,
-		grantretry.WithClassifier(grantretry.ClassifySOAPFault),
-		grantretry.WithReconciler(s.getApplicationList),
-	)}, nil
-}
-
-// getApplicationList is the reconciler: a GetApplicationList filtered on
-// the SubmissionTitle, which is the submission id. It asks through a plain
-// client with the same client certificate: when the query fails, the
-// Transport itself waits and asks again within the call's budget, and an
-// unkeyed POST is one net/http never resends once written. If the funder
-// recorded the submission, the caller gets the answer the funder would
-// have sent, with the first tracking number and its ReceivedDateTime.
-func (s *s2sFunder) getApplicationList(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
-	if q.SubmissionID == "" {
-		return nil, errors.New("no submission title to ask GetApplicationList about")
-	}
-	apps, err := fakes2s.Lookup(ctx, s.lookup, q.Request.URL.String(), q.SubmissionID)
-	if err != nil || len(apps) == 0 {
+	rec, err := grantsgov.NewReconciler(s.lookup, grantsgov.DefaultClockSkew)
+	if err != nil {
 		return nil, err
 	}
-	ct, body := fakes2s.SubmitResponse(apps[0].TrackingNumber, apps[0].ReceivedDateTime)
-	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {ct}},
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
-	}, nil
+	return []grantretry.Option{grantsgov.Profile(u.Host, rec)}, nil
 }
 
 // submitS2S sends one application as a SubmitApplication titled with its
-// id. As with submit, only a request that could not be built is an error.
+// id, checked with grantsgov.SubmissionTitle before it goes out. As with
+// submit, only a request that could not be built is an error.
 func submitS2S(ctx context.Context, client *http.Client, url string, app application) (result, error) {
 	ctx = grantretry.WithSubmissionID(ctx, app.ID)
 	form := fmt.Sprintf("<SF424><Title>%s</Title><Amount>%d</Amount></SF424>", app.Title, app.Amount)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(fakes2s.SubmitEnvelope(app.ID, form)))
+	previous := ""
+	if app.ID == s2sRefused {
+		previous = s2sMistypedTracker
+	}
+	envelope := fakes2s.ResubmitEnvelope(previous, app.ID, form)
+	if title, err := grantsgov.SubmissionTitle(envelope); err != nil || title != app.ID {
+		return result{}, fmt.Errorf("the SubmitApplication of %s is titled %q (%v): the reconciler could not find it", app.ID, title, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(envelope))
 	if err != nil {
 		return result{}, err
 	}
@@ -128,7 +126,7 @@ func submitS2S(ctx context.Context, client *http.Client, url string, app applica
 	defer resp.Body.Close()
 	r.outcome, _ = grantretry.OutcomeOf(resp)
 	if body, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
-		receipt, _ := fakes2s.ParseSubmitResponse(resp.Header.Get("Content-Type"), body)
+		receipt, _ := grantsgov.ParseSubmitResponse(body)
 		r.record = receipt.TrackingNumber
 	}
 	return r, nil
@@ -143,8 +141,8 @@ func (s *s2sFunder) report(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%v\n", app.ID, s.Applications(app.ID), s.TrackingNumbers(app.ID))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "S2S funder received %d submission requests and hung up on %d after recording it; GetApplicationList queries: %d; applications: %d, duplicates: %d\n",
-		s.Received(), s.Dropped(), s.Queries(), s.TotalApplications(), s.Duplicates())
+	fmt.Fprintf(w, "S2S funder received %d submission requests, refused %d and hung up on %d after recording it; GetApplicationList queries: %d; applications: %d, duplicates: %d\n",
+		s.Received(), s.Refused(), s.Dropped(), s.Queries(), s.TotalApplications(), s.Duplicates())
 	if d := s.Duplicates(); d > 0 {
 		return fmt.Errorf("the S2S funder recorded %d duplicate applications", d)
 	}
