@@ -54,13 +54,13 @@ const soapClientFault = `<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/s
 // top of the Transport's defaults.
 func ExampleForHost() {
 	funders := &funderStub{scripts: map[string][]answer{
-		"apply07.grants.gov":   {{500, soapClientFault}},
+		"soap.registry.example": {{500, soapClientFault}},
 		"portal.example.org":   {{429, ""}, {201, ""}},
 		"registry.example.gov": {{503, ""}, {503, ""}, {200, ""}},
 	}}
 	tr := grantretry.New(funders,
 		grantretry.WithClock(noWait{}), // skips the waits; leave the default clock in production
-		grantretry.ForHost("apply07.grants.gov",
+		grantretry.ForHost("soap.registry.example",
 			grantretry.WithClassifier(grantretry.ClassifySOAPFault),
 			grantretry.WithAttemptTimeout(5*time.Minute),
 			grantretry.WithBackoff(5*time.Second, time.Minute),
@@ -81,7 +81,7 @@ func ExampleForHost() {
 	client := &http.Client{Transport: tr}
 
 	for _, url := range []string{
-		"https://apply07.grants.gov/grantsws-applicant/services/v2/ApplicantWebServicesSoapPort",
+		"https://soap.registry.example/services/FilingPort",
 		"https://portal.example.org/v1/applications",
 		"https://registry.example.gov/filings",
 	} {
@@ -97,7 +97,7 @@ func ExampleForHost() {
 		fmt.Println(req.URL.Hostname(), o.Disposition, o.Attempts, o.Reason)
 	}
 	// Output:
-	// apply07.grants.gov failed_terminal 1 terminal:500;soap:Client
+	// soap.registry.example failed_terminal 1 terminal:500;soap:Client
 	// portal.example.org succeeded 2 ok:201
 	// registry.example.gov succeeded 3 ok:200
 }
