@@ -55,8 +55,8 @@ const soapClientFault = `<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/s
 func ExampleForHost() {
 	funders := &funderStub{scripts: map[string][]answer{
 		"soap.registry.example": {{500, soapClientFault}},
-		"portal.example.org":   {{429, ""}, {201, ""}},
-		"registry.example.gov": {{503, ""}, {503, ""}, {200, ""}},
+		"portal.example.org":    {{429, ""}, {201, ""}},
+		"registry.example.gov":  {{503, ""}, {503, ""}, {200, ""}},
 	}}
 	tr := grantretry.New(funders,
 		grantretry.WithClock(noWait{}), // skips the waits; leave the default clock in production
