@@ -36,7 +36,7 @@ var rules = []rule{
 	{"grantsgov:filter", "Encountered invalid filter type", false, srcMirror + "grantors/schemas/get_submission_list_schemas.py"},
 	{"grantsgov:authorization", "(Authorization Failure)", false, srcMirror + "grantors/fault_messages.py, legacy_soap_api_utils.py, grantors/services/update_application_info_response.py"},
 	{"grantsgov:authorization", "Authorization error", false, srcMirror + "legacy_soap_api_utils.py (get_auth_error_response)"},
-	{"grantsgov:action", "does not match an operation", false, "apache/cxf SoapActionInInterceptor, the SOAP stack that serves the service (text quoted in OpenLiberty/open-liberty issue 28121, zapadi/vies-dotnet pull request 12)"},
+	{"grantsgov:action", "does not match an operation", false, "apache/cxf SoapActionInInterceptor, the SOAP stack that serves the service (text quoted in OpenLiberty/open-liberty#28121, zapadi/vies-dotnet#12)"},
 	{"grantsgov:server", "Server error has occurred", true, srcMirror + "legacy_soap_api_utils.py (get_soap_error_response), simpler_soap_api.py"},
 }
 
