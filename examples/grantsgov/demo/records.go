@@ -147,8 +147,8 @@ func (r *records) printNextSteps(w io.Writer) {
 	live := filepath.Join(r.dir, trailName)
 	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission GRANT-2026-0006\n", live)
-	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s --submission %s\n", live, s2sDropped)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s -submission GRANT-2026-0006\n", live)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s -submission %s\n", live, s2sDropped)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
