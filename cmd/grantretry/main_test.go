@@ -129,7 +129,7 @@ func TestSimLowVolumeWritesReports(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"refused a retry", "got its retry", "targets of issue 11 (low-volume)", "wrote " + svg} {
+	for _, want := range []string{"refused a retry", "got its retry", "low-volume targets", "wrote " + svg} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
@@ -174,7 +174,7 @@ func TestSimWritesReports(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "targets of issue 3", "targets of issue 11", "recovery lag", "wrote " + md} {
+	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "storm targets", "recovery targets", "recovery lag", "wrote " + md} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

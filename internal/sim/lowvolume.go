@@ -281,7 +281,7 @@ const (
 	MaxRetriesOff   = 2 * time.Minute
 )
 
-// LowVolumeTargets measures the runs against issue 11's low-volume
+// LowVolumeTargets measures the runs against the low-volume
 // targets, for each policy: the share of calls refused a retry, over all
 // seeds, and the probe delay from which retries were back, in every seed.
 func LowVolumeTargets(sc Scenario, rs []LowVolumeResult) []Check {

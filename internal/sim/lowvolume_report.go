@@ -110,7 +110,7 @@ func (rep LowVolumeReport) WriteText(w io.Writer) error {
 		b.WriteString("\n" + warn + "\n")
 	}
 	if checks := LowVolumeTargets(rep.Scenario, rep.Results); len(checks) > 0 {
-		b.WriteString("\ntargets of issue 11 (low-volume):\n")
+		b.WriteString("\nlow-volume targets:\n")
 		for _, c := range checks {
 			fmt.Fprintf(&b, "  %s  %s\n", verdict(c.Met), c.Text)
 		}
@@ -138,7 +138,7 @@ func (rep LowVolumeReport) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n**" + warn + "**\n")
 	}
 	if checks := LowVolumeTargets(rep.Scenario, rep.Results); len(checks) > 0 {
-		b.WriteString("\nTargets of issue 11 (low-volume):\n\n")
+		b.WriteString("\nLow-volume targets:\n\n")
 		for _, c := range checks {
 			fmt.Fprintf(&b, "- %s: %s\n", verdict(c.Met), c.Text)
 		}

@@ -104,22 +104,22 @@ func (rep Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// targetBlock is one issue's targets, measured.
+// targetBlock is one block of targets, measured.
 type targetBlock struct {
 	title  string
 	checks []Check
 }
 
-// targetBlocks are the targets of issues 3 and 11 the run can check, each
+// targetBlocks are the storm and recovery targets the run can check, each
 // block left out when no policy it names ran.
 func (rep Report) targetBlocks() []targetBlock {
 	var out []targetBlock
 	if c := Targets(rep.Results); len(c) > 0 {
-		out = append(out, targetBlock{"Targets of issue 3 (set for the default scenario)", c})
+		out = append(out, targetBlock{"Storm targets (set for the default scenario)", c})
 	}
 	if c := TargetsIssue11(rep.Scenario, rep.Results); len(c) > 0 {
 		out = append(out, targetBlock{fmt.Sprintf(
-			"Targets of issue 11 (recovery lag: at most %v in the default scenario, %v with other outage lengths)",
+			"Recovery targets (recovery lag: at most %v in the default scenario, %v with other outage lengths)",
 			MaxDefaultRecoveryLag, MaxOtherRecoveryLag), c})
 	}
 	return out

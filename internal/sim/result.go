@@ -212,7 +212,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
-// Check is one target of an issue, measured.
+// Check is one target, measured.
 type Check struct {
 	Text string
 	Met  bool
@@ -227,7 +227,7 @@ const (
 	MaxDefaultPeakRatio     = 1.0
 )
 
-// Targets measures the run against the targets of issue 3, for the
+// Targets measures the run against the storm targets, for the
 // policies present: the default policy's amplification and peak, and the
 // naive and exponential policies' amplification.
 func Targets(rs []Result) []Check {
@@ -247,14 +247,14 @@ func Targets(rs []Result) []Check {
 	return out
 }
 
-// Recovery lag limits of issue 11: in the default scenario, and with other
+// Recovery lag limits: in the default scenario, and with other
 // outage lengths (30 s, 2 min and 10 min were named).
 const (
 	MaxDefaultRecoveryLag = 10 * time.Second
 	MaxOtherRecoveryLag   = 15 * time.Second
 )
 
-// MaxRecoveryLag is issue 11's limit on the default policy's recovery lag
+// MaxRecoveryLag is the limit on the default policy's recovery lag
 // in sc: MaxDefaultRecoveryLag for the default scenario's outage,
 // MaxOtherRecoveryLag for any other.
 func MaxRecoveryLag(sc Scenario) time.Duration {
@@ -264,7 +264,7 @@ func MaxRecoveryLag(sc Scenario) time.Duration {
 	return MaxOtherRecoveryLag
 }
 
-// TargetsIssue11 measures the run against the targets of issue 11 that an
+// TargetsIssue11 measures the run against the recovery targets that an
 // outage run can check, for the policies present: the default policy's
 // amplification and recovery lag, and the naive and exponential policies'
 // amplification.

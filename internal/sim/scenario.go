@@ -121,7 +121,7 @@ func Default() Scenario {
 	}
 }
 
-// LowVolumeDefault returns the low-volume scenario of issue 11: one worker
+// LowVolumeDefault returns the low-volume scenario: one worker
 // making a call every 30 to 60 s (45 s on average) to a funder with no
 // outage; 10 minutes in, a blip of 6 failures, and besides it 5% of
 // requests answered 503 at random. The run is 4 hours at a time scale of
