@@ -3,6 +3,8 @@ package grantretry
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -20,6 +22,11 @@ const (
 	maxSOAPDepth    = 32
 	maxSOAPCodeText = 256
 )
+
+// maxSOAPFaultText is how much of a fault's text (faultstring, or SOAP
+// 1.2's first Reason Text) is kept for faultRules: the texts they look for
+// open the message, and what follows is the funder's own detail.
+const maxSOAPFaultText = 1024
 
 // ClassifySOAPFault is a ClassifyFunc for funders that speak SOAP, such as
 // Grants.gov S2S, whose SOAP 1.1 faults all arrive as a 500: it tells the
@@ -84,6 +91,29 @@ const (
 // under Receiver, and DeserializationFailed, a request it could not read,
 // under Sender, so each gets that code's verdict.
 //
+// Some stacks label a client's error Server or Receiver, so a Server or
+// Receiver code (in the SOAP namespaces or none) is not the verdict until
+// the Fault's end tag: a NetSuite fault element in the detail
+// (urn:faults_*.platform.webservices.netsuite.com) gives its own, and
+// otherwise the first faultRules text in the fault's text (SOAP 1.1's
+// faultstring, SOAP 1.2's first Reason Text, its first 1,024 bytes) makes
+// it terminal:
+//
+//	netsuite:exceededConcurrentRequestLimitFault, exceededRequestLimitFault,
+//	         unexpectedErrorFault                                  transient
+//	netsuite:invalidCredentialsFault, invalidSessionFault, invalidAccountFault,
+//	         invalidVersionFault, insufficientPermissionFault,
+//	         exceededRequestSizeFault, exceededRecordCountFault,
+//	         exceededUsageLimitFault                               terminal
+//	axis:no_such_operation       "No such operation"               terminal
+//	cxf:action_mismatch          "does not match an operation"     terminal
+//	metro:action_not_supported   "ActionNotSupportedException"     terminal
+//
+// The reason is then the rule's name ("netsuite:invalidCredentialsFault",
+// "axis:no_such_operation"), never the text. A document malformed after
+// such a code, before the Fault's end tag, is judged on what was read
+// before the fault; one cut off there is not ok.
+//
 // A well-formed fault whose code is in none of those sets (a funder's own
 // code such as INVALID_LOGIN or ERR_NO_SESSION, a name the SOAP namespace
 // does not define) is terminal, as an unknown status is: the fault says
@@ -97,8 +127,8 @@ const (
 // "wsa:" and the WS-Addressing name ("wsa:ActionNotSupported", or
 // "wsa:unknown" for a name WS-Addressing does not define); "wcf:" and the
 // WCF name ("wcf:InternalServiceFault"); or
-// "soap:unknown" for a code in no known set. No other text from the body
-// reaches it. The Transport puts the status's reason in front, as in
+// "soap:unknown" for a code in no known set; or a rule's name, above. No
+// other text from the body reaches it. The Transport puts the status's reason in front, as in
 // "terminal:500;soap:Client".
 //
 // ok is false, leaving the verdict to the status, for everything else: a
@@ -109,9 +139,11 @@ const (
 // or the reserved xml or xmlns prefix, with an element inside it, or whose
 // text, whitespace included, is longer than 256 bytes; and a document
 // that, before the code's end tag, is malformed, is cut off, or nests
-// elements more than 32 deep. So a fault whose code ends beyond the
-// MaxClassifyPeek bytes a Transport shows is not ok. Parsing stops as soon
-// as the verdict is known; what follows is neither read nor checked.
+// elements more than 32 deep; and a Server or Receiver fault cut off
+// before the Fault's end tag. So a fault whose code ends beyond the
+// MaxClassifyPeek bytes a Transport shows is not ok, and neither is a
+// Server fault whose end tag does: the status decides. Parsing stops as
+// soon as the verdict is known; what follows is neither read nor checked.
 //
 // Hostile XML costs no more than its length: a DOCTYPE before the envelope
 // is skipped, never interpreted; no entity beyond XML's five predefined
@@ -137,6 +169,12 @@ func ClassifySOAPFault(resp *http.Response, body []byte) (Classification, bool) 
 	for {
 		tok, err := d.Token()
 		if err != nil {
+			// Malformed after a Server or Receiver code, the Fault's rest
+			// cannot be read: what was read decides. Cut off there, what
+			// follows might still change the verdict, so it is not known.
+			if s.coded && !errors.Is(err, io.EOF) && d.InputOffset() < int64(len(env)) {
+				return s.final(), true
+			}
 			return Classification{}, false
 		}
 		if c, ok, done := s.step(tok); done {
@@ -156,6 +194,19 @@ type soapScan struct {
 	marks   [maxSOAPDepth + 1]int // len(binds) before each open element's own
 	code    [maxSOAPCodeText]byte
 	n       int // bytes of code held
+
+	// Once a Server or Receiver code is read, the verdict waits for the
+	// Fault's end tag: the fault's text and detail may still name a
+	// client error that stack labels Server (faultRules).
+	coded   bool
+	pending Classification
+	child   string // the local name of the Fault's child open now
+	text    [maxSOAPFaultText]byte
+	tn      int    // bytes of the fault's text held
+	textAt  int    // the depth whose text is the fault's text, 0 if none
+	texted  bool   // the fault's text element was read once already
+	detail  string // the verdict's reason a NetSuite detail named
+	dverd   Classification
 }
 
 // nsBinding is one namespace declaration: xmlns:prefix="uri", or
@@ -168,25 +219,17 @@ func (s *soapScan) step(tok xml.Token) (c Classification, ok, done bool) {
 	case xml.StartElement:
 		return s.start(t)
 	case xml.EndElement:
-		if s.matched != s.depth {
-			s.binds = s.binds[:s.marks[s.depth]]
-			s.depth--
-			return Classification{}, false, false
-		}
-		// Leaving the code gives the verdict; leaving any other element on
-		// the path means it held no code.
-		if s.depth == s.codeDepth() {
-			c, ok = s.verdict()
-			return c, ok, true
-		}
-		return Classification{}, false, true
+		return s.end()
 	case xml.CharData:
-		if s.collecting() {
+		switch {
+		case s.collecting():
 			if s.n+len(t) > len(s.code) {
 				return Classification{}, false, true // no known code is that long
 			}
 			s.n += copy(s.code[s.n:], t)
-		} else if s.depth == 0 && len(bytes.TrimLeft(t, " \t\r\n")) > 0 {
+		case s.textAt != 0 && s.depth == s.textAt:
+			s.tn += copy(s.text[s.tn:], t) // the rest is not looked at
+		case s.depth == 0 && len(bytes.TrimLeft(t, " \t\r\n")) > 0:
 			return Classification{}, false, true // text outside the root: not XML
 		}
 	}
@@ -211,6 +254,8 @@ func (s *soapScan) start(t xml.StartElement) (c Classification, ok, done bool) {
 	switch {
 	case s.matched == s.depth-1 && s.onPath(t.Name):
 		s.matched = s.depth
+	case s.matched == 3:
+		s.inFault(t.Name)
 	case s.depth == 1:
 		return Classification{}, false, true // the root is not an Envelope
 	case s.depth == 3 && s.matched == 2:
@@ -259,7 +304,135 @@ func (s *soapScan) codeDepth() int {
 }
 
 func (s *soapScan) collecting() bool {
-	return s.depth == s.codeDepth() && s.matched == s.depth
+	return !s.coded && s.depth == s.codeDepth() && s.matched == s.depth
+}
+
+// end takes an end tag. Leaving the code gives the verdict, unless it is
+// a Server or Receiver code, whose verdict waits for the Fault's end tag;
+// leaving any other element on the path before a code was read means it
+// held none.
+func (s *soapScan) end() (c Classification, ok, done bool) {
+	onPath := s.matched == s.depth
+	switch {
+	case onPath && s.depth == s.codeDepth() && !s.coded:
+		c, ok = s.verdict()
+		if !ok || !awaitsText(c) {
+			return c, ok, true
+		}
+		s.coded, s.pending = true, c
+	case onPath && !s.coded:
+		return Classification{}, false, true
+	case onPath && s.depth == 3:
+		return s.final(), true, true
+	}
+	if s.depth == s.textAt {
+		s.textAt, s.texted = 0, true
+	}
+	if s.depth == 4 && s.matched >= 3 {
+		s.child = ""
+	}
+	s.binds = s.binds[:s.marks[s.depth]]
+	if onPath {
+		s.matched--
+	}
+	s.depth--
+	return Classification{}, false, false
+}
+
+// inFault notes an element opened inside the Fault, off the path to its
+// code: the fault's text (SOAP 1.1's faultstring, SOAP 1.2's first Text
+// in Reason) is kept, and a NetSuite fault element in the detail is read
+// by its name.
+func (s *soapScan) inFault(name xml.Name) {
+	switch s.depth {
+	case 4:
+		s.child = name.Local
+		if name.Space != s.ns && (s.ns != soap11Envelope || name.Space != "") {
+			s.child = ""
+		}
+		if s.ns == soap11Envelope && s.child == "faultstring" && !s.texted {
+			s.textAt = 4
+		}
+	case 5:
+		switch {
+		case s.ns == soap12Envelope && s.child == "Reason" && name.Space == s.ns && name.Local == "Text" && !s.texted:
+			s.textAt = 5
+		case (s.child == "detail" || s.child == "Detail") && s.detail == "" && isNetSuiteFaults(name.Space):
+			if r, ok := netSuiteFaults[name.Local]; ok {
+				s.detail, s.dverd = "netsuite:"+name.Local, Classification{Retryable: r, Reason: "netsuite:" + name.Local}
+			}
+		}
+	}
+}
+
+// final is the verdict at the Fault's end tag on a Server or Receiver
+// code: a NetSuite detail's, else the first faultRule the fault's text
+// meets, else the code's own.
+func (s *soapScan) final() Classification {
+	if s.detail != "" {
+		return s.dverd
+	}
+	text := s.text[:s.tn]
+	for _, r := range faultRules {
+		if bytes.Contains(text, []byte(r.text)) {
+			return Classification{Retryable: false, Reason: r.name}
+		}
+	}
+	return s.pending
+}
+
+// awaitsText reports whether c is a code's verdict that a fault's text or
+// detail can still change: Server's and Receiver's.
+func awaitsText(c Classification) bool {
+	return c.Reason == "soap:Server" || c.Reason == "soap:Receiver"
+}
+
+// faultRule is a text some SOAP stack writes in the fault it labels Server
+// or Receiver for a request that will meet the same fault again.
+type faultRule struct {
+	name   string // the reason reported
+	text   string // looked for in the fault's text, case and all
+	source string // where the text comes from
+}
+
+// faultRules are the texts that turn a Server or Receiver fault terminal.
+// Each is a stack's fixed message for a request it cannot dispatch, which
+// that stack labels Server (Axis 1, Apache CXF) or Receiver (Metro).
+var faultRules = []faultRule{
+	{"axis:no_such_operation", "No such operation", "Apache Axis 1's noSuchOperation00 message (\"No such operation '{0}'\"), as in savonrb/savon spec/fixtures/response/html_soap_fault.xml"},
+	{"cxf:action_mismatch", "does not match an operation", "Apache CXF's SoapActionInInterceptor (\"The given SOAPAction ... does not match an operation.\"), as OpenLiberty/open-liberty#28121 and zapadi/vies-dotnet#12 quote it"},
+	{"metro:action_not_supported", "ActionNotSupportedException", "Metro's com.sun.xml.ws.addressing.model.ActionNotSupportedException, as in javaee/metro-jax-ws#93"},
+}
+
+// netSuiteFaults are the fault elements NetSuite SuiteTalk puts in a
+// fault's detail, in its platform faults namespace, and whether each is
+// transient: the limits on concurrent and per-period requests and an
+// unexpected error pass with time; a login, session, account, version or
+// permission refusal, and a request too large or asking for too many
+// records, meet the same fault again. NetSuite labels all of them
+// Server.userException, so only the detail tells them apart. The names
+// are those of NetSuite's platform.faults schema, as
+// Stedi-Public-Archive/typesuite src/netsuite_webservices/2019_2/platform_faults.ts
+// lists them; asyncFault, about an asynchronous job, is left to the code.
+var netSuiteFaults = map[string]bool{
+	"exceededConcurrentRequestLimitFault": true,
+	"exceededRequestLimitFault":           true,
+	"unexpectedErrorFault":                true,
+	"invalidCredentialsFault":             false,
+	"invalidSessionFault":                 false,
+	"invalidAccountFault":                 false,
+	"invalidVersionFault":                 false,
+	"insufficientPermissionFault":         false,
+	"exceededRequestSizeFault":            false,
+	"exceededRecordCountFault":            false,
+	"exceededUsageLimitFault":             false,
+}
+
+// isNetSuiteFaults reports whether ns is NetSuite's platform faults
+// namespace, which names its release: urn:faults_2011_2.platform.webservices.netsuite.com.
+func isNetSuiteFaults(ns string) bool {
+	v, ok := strings.CutPrefix(ns, "urn:faults_")
+	return ok && strings.HasSuffix(v, ".platform.webservices.netsuite.com")
 }
 
 // The WS-Addressing namespaces whose codes a SOAP 1.1 faultcode can carry:

@@ -36,11 +36,11 @@ var stackSamples = []stackSample{
 	{"savon-fault12-in-11-namespace", false, "", "SOAP 1.2 elements in a 1.1 Fault: no faultcode"},
 	{"savon-service-fault", false, "", "ServiceFault is not a Fault"},
 	{"savon-empty-fault", false, "", "an empty faultcode"},
-	{"savon-iis-axis-html", true, "soap:Server", "found after the IIS page; Axis 1 labels \"No such operation\" Server.userException, a client error only the text tells"},
+	{"savon-iis-axis-html", false, "axis:no_such_operation", "found after the IIS page; Axis 1 labels \"No such operation\" Server.userException, a client error only the text tells"},
 	{"savon-mm7-multipart", false, "", "a multipart response, not a fault"},
-	{"netsuite-concurrent-session", true, "soap:Server", "a concurrency limit: retrying later is right"},
-	{"netsuite-invalid-credentials", true, "soap:Server", "NetSuite labels a login failure Server.userException, as it does the concurrency limit: only the detail tells them apart"},
-	{"nodesoap-netsuite-invalid-credentials", true, "soap:Server", "the same NetSuite label"},
+	{"netsuite-concurrent-session", true, "netsuite:exceededRequestLimitFault", "a request limit, named in the detail: retrying later is right"},
+	{"netsuite-invalid-credentials", false, "netsuite:invalidCredentialsFault", "NetSuite labels a login failure Server.userException, as it does the request limit, and this fixture's faultstring is the limit's: the detail tells them apart"},
+	{"nodesoap-netsuite-invalid-credentials", false, "netsuite:invalidCredentialsFault", "the same NetSuite label and detail"},
 	{"nodesoap-soap12-primer-sender", false, "soap:Sender", ""},
 	{"nodesoap-iso-8859-1-test-code", false, "soap:unknown", "an ISO-8859-1 declaration, and a code in no known set"},
 	{"php-soapserver-sender", false, "soap:Sender", "unprefixed, as PHP writes it"},
@@ -48,7 +48,7 @@ var stackSamples = []stackSample{
 	{"mono-wsa10-action-not-supported", false, "wsa:ActionNotSupported", "a WS-Addressing code as the faultcode"},
 	{"corewcf-internal-service-fault", true, "wcf:InternalServiceFault", "WCF's receiver fault"},
 	{"metro-mustunderstand-12", false, "soap:MustUnderstand", "Reason before Code"},
-	{"metro-receiver-action-not-supported", true, "soap:Receiver", "Metro labels a wrong action Receiver: a client error only the text tells"},
+	{"metro-receiver-action-not-supported", false, "metro:action_not_supported", "Metro labels a wrong action Receiver: a client error only the text tells"},
 }
 
 // TestClassifySOAPFaultRealStacks: every real answer kept in
@@ -112,7 +112,7 @@ func TestClassifySOAPFaultFramings(t *testing.T) {
 		{soapCase{"CXF's Server, gzip, MTOM", string(gzipped(mtom(string(cxf), "\x00\x01"))), true, "soap:Server"}, hdr("Content-Encoding", "gzip", "Content-Type", mtomType)},
 		{soapCase{"ISO-8859-1 declared, Latin-1 text", `<?xml version="1.0" encoding="ISO-8859-1"?>` + latin1, true, "soap:Server"}, http.Header{}},
 		{soapCase{"windows-1252 in the Content-Type", latin1, true, "soap:Server"}, hdr("Content-Type", "text/xml; charset=windows-1252")},
-		{soapCase{"NetSuite's fault after an IIS page", html + string(netsuite), true, "soap:Server"}, hdr("Content-Type", "text/html")},
+		{soapCase{"NetSuite's fault after an IIS page", html + string(netsuite), false, "netsuite:invalidCredentialsFault"}, hdr("Content-Type", "text/html")},
 		{soapCase{"PHP's Sender after an HTML page, gzip", string(gzipped(html + string(php))), false, "soap:Sender"}, hdr("Content-Encoding", "gzip", "Content-Type", "text/html")},
 	} {
 		c.checkWith(t, &http.Response{StatusCode: 500, Header: c.header})
@@ -138,7 +138,7 @@ func TestClassifySOAPFaultRealStacksThroughTheTransport(t *testing.T) {
 	}{
 		{"PHP's Sender, gzip", answer{hdr("Content-Type", "text/xml; charset=utf-8", "Content-Encoding", "gzip"), gzipped(string(php))}, 1, "terminal:500;soap:Sender"},
 		{"Grants.gov's MTOM soap:Server", answer{ggHeader, gg}, 3, "transient:500;soap:Server"},
-		{"an IIS page with an Axis fault", answer{hdr("Content-Type", "text/html"), iis}, 3, "transient:500;soap:Server"},
+		{"an IIS page with an Axis fault", answer{hdr("Content-Type", "text/html"), iis}, 1, "terminal:500;axis:no_such_operation"},
 		{"an unknown code, ISO-8859-1", answer{hdr("Content-Type", "text/xml; charset=ISO-8859-1"), []byte(env11("<soap:Fault><faultcode>INVALID_LOGIN</faultcode><faultstring>Donn\xe9es</faultstring></soap:Fault>"))}, 1, "terminal:500;soap:unknown"},
 	}
 	for _, c := range cases {
@@ -198,5 +198,37 @@ func TestSOAPFaultSamplesHaveSources(t *testing.T) {
 		if bytes.Contains(b, []byte("repository: ")) && !bytes.Contains(b, []byte("commit: ")) {
 			t.Errorf("%s names a repository but no commit", f)
 		}
+	}
+}
+
+// TestClassifySOAPFaultServerTexts: a Server or Receiver fault is read to
+// the Fault's end tag, where a NetSuite detail, then a stack's fixed text
+// for a request it cannot dispatch, turn it terminal; until that end tag
+// the verdict is not known, so a body cut before it is not ok.
+func TestClassifySOAPFaultServerTexts(t *testing.T) {
+	netsuite := func(faultstring, ns, elem string) string {
+		return env11(`<soap:Fault><faultcode>soap:Server.userException</faultcode><faultstring>` + faultstring +
+			`</faultstring><detail><f:` + elem + ` xmlns:f="` + ns + `"><f:code>X</f:code></f:` + elem + `></detail></soap:Fault>`)
+	}
+	const nsFaults = "urn:faults_2019_2.platform.webservices.netsuite.com"
+	axis := env11(`<soap:Fault><faultcode>soap:Server</faultcode><faultstring>No such operation 'submit'</faultstring></soap:Fault>`)
+	for _, c := range []soapCase{
+		{"Axis's text under Server", axis, false, "axis:no_such_operation"},
+		{"Axis's text under Client stays Client", env11(`<soap:Fault><faultcode>soap:Client</faultcode><faultstring>No such operation 'submit'</faultstring></soap:Fault>`), false, "soap:Client"},
+		{"CXF's SOAPAction text, unprefixed Server", env11(`<soap:Fault><faultcode>Server</faultcode><faultstring>The given SOAPAction urn:x does not match an operation.</faultstring></soap:Fault>`), false, "cxf:action_mismatch"},
+		{"Metro's text in SOAP 1.2, Reason before Code", env12(`<env:Fault><env:Reason><env:Text xml:lang="en">com.sun.xml.ws.addressing.model.ActionNotSupportedException</env:Text></env:Reason><env:Code><env:Value>env:Receiver</env:Value></env:Code></env:Fault>`), false, "metro:action_not_supported"},
+		{"only the first Reason Text counts", env12(`<env:Fault><env:Code><env:Value>env:Receiver</env:Value></env:Code><env:Reason><env:Text xml:lang="en">busy</env:Text><env:Text xml:lang="fr">ActionNotSupportedException</env:Text></env:Reason></env:Fault>`), true, "soap:Receiver"},
+		{"a rule's text only in the detail", env11(`<soap:Fault><faultcode>soap:Server</faultcode><faultstring>busy</faultstring><detail>No such operation</detail></soap:Fault>`), true, "soap:Server"},
+		{"a rule's text past the text kept", env11(`<soap:Fault><faultcode>soap:Server</faultcode><faultstring>` + strings.Repeat("x", maxSOAPFaultText) + `No such operation</faultstring></soap:Fault>`), true, "soap:Server"},
+		{"NetSuite's detail wins over the text", netsuite("No such operation", nsFaults, "exceededConcurrentRequestLimitFault"), true, "netsuite:exceededConcurrentRequestLimitFault"},
+		{"NetSuite's login refusal", netsuite("busy", nsFaults, "invalidSessionFault"), false, "netsuite:invalidSessionFault"},
+		{"NetSuite's unexpected error", netsuite("busy", nsFaults, "unexpectedErrorFault"), true, "netsuite:unexpectedErrorFault"},
+		{"a NetSuite element it does not know", netsuite("busy", nsFaults, "asyncFault"), true, "soap:Server"},
+		{"NetSuite's names in another namespace", netsuite("busy", "urn:faults_2019_2.platform.webservices.example.com", "invalidCredentialsFault"), true, "soap:Server"},
+		{"malformed after the text: what was read decides", env11(`<soap:Fault><faultcode>soap:Server</faultcode><faultstring>No such operation</faultstring><detail></wrong></detail></soap:Fault>`), false, "axis:no_such_operation"},
+		{"cut before the Fault's end", strings.TrimSuffix(axis, `</soap:Fault></soap:Body></soap:Envelope>`), false, ""},
+		{"cut inside the text", axis[:strings.Index(axis, "No such")+2], false, ""},
+	} {
+		c.checkWith(t, &http.Response{StatusCode: 500, Header: http.Header{}})
 	}
 }

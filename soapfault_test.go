@@ -427,6 +427,12 @@ func FuzzClassifySOAPFault(f *testing.F) {
 		"wsa:EndpointUnavailable": true, "wsa:unknown": false,
 		"wcf:InternalServiceFault": true, "wcf:DeserializationFailed": false,
 	}
+	for _, r := range faultRules {
+		verdicts[r.name] = false
+	}
+	for name, retryable := range netSuiteFaults {
+		verdicts["netsuite:"+name] = retryable
+	}
 	for _, name := range []string{"InvalidAddressingHeader", "InvalidAddress", "InvalidEPR", "InvalidCardinality",
 		"MissingAddressInEPR", "DuplicateMessageID", "ActionMismatch", "MessageAddressingHeaderRequired",
 		"DestinationUnreachable", "ActionNotSupported", "OnlyAnonymousAddressSupported",

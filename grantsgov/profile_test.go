@@ -21,11 +21,17 @@ import (
 // grantsgov profile, over inner, on a clock that does not wait.
 func profileClient(t *testing.T, f *fakes2s.Funder, inner http.RoundTripper, reconcileClient *http.Client) (*http.Client, *grantretry.Transport) {
 	t.Helper()
+	return profileClientOn(t, f, inner, reconcileClient, instantClock{})
+}
+
+// profileClientOn is profileClient on clock.
+func profileClientOn(t *testing.T, f *fakes2s.Funder, inner http.RoundTripper, reconcileClient *http.Client, clock grantretry.Clock) (*http.Client, *grantretry.Transport) {
+	t.Helper()
 	u, err := url.Parse(f.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := grantretry.New(inner, grantretry.WithClock(instantClock{}),
+	tr := grantretry.New(inner, grantretry.WithClock(clock),
 		grantsgov.Profile(u.Host, newReconciler(t, reconcileClient)))
 	if err := tr.Err(); err != nil {
 		t.Fatal(err)
@@ -118,20 +124,43 @@ func TestProfileRefusalsAreTerminalAndNotCountedByBreaker(t *testing.T) {
 	}
 }
 
+// skipClock is instantClock, set ahead by skip: the test skips the time
+// a pipeline would wait before sending a call refused with circuit_open
+// again. The funder dates its applications on the same clock.
+type skipClock struct{ offset atomic.Int64 }
+
+func (c *skipClock) Now() time.Time                                   { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *skipClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+func (c *skipClock) skip(d time.Duration)                             { c.offset.Add(int64(d)) }
+
 // A thousand submissions to a funder that drops a tenth of them after
-// recording them: each is recorded once, and none is lost.
+// recording them: each is recorded once, and none is lost. A run of
+// drops may open the profile's breaker, as five failed calls in a row
+// should: the calls it refuses were never sent, and go again once the
+// cooldown has passed, under the same submission id.
 func TestProfileThousandSubmissionsTenthDroppedNoDuplicateNoLoss(t *testing.T) {
 	n := 1000
 	if testing.Short() {
 		n = 200
 	}
-	f, lookup := startFunder(t, fakes2s.Options{DropRate: 0.1, Seed: 7})
+	clock := new(skipClock)
+	f, lookup := startFunder(t, fakes2s.Options{DropRate: 0.1, Seed: 7, Now: clock.Now})
 	inner := f.NewTransport()
 	defer inner.CloseIdleConnections()
-	client, _ := profileClient(t, f, inner, lookup)
+	client, _ := profileClientOn(t, f, inner, lookup, clock)
+	var refused atomic.Int64
 	var wg sync.WaitGroup
 	outcomes := make([]grantretry.Outcome, n)
 	tracking := make([]string, n)
+	submit := func(id string) (grantretry.Outcome, string) {
+		o, resp, body := send(t, client, f.URL(), id, fakes2s.Action(fakes2s.OpSubmitApplication), fakes2s.SubmitEnvelope(id, "<SF424/>"))
+		if resp != nil && resp.StatusCode == http.StatusOK {
+			if r, err := grantsgov.ParseSubmitResponse(body); err == nil {
+				return o, r.TrackingNumber
+			}
+		}
+		return o, ""
+	}
 	sem := make(chan struct{}, 16)
 	for i := range n {
 		wg.Add(1)
@@ -139,16 +168,25 @@ func TestProfileThousandSubmissionsTenthDroppedNoDuplicateNoLoss(t *testing.T) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			id := fmt.Sprintf("PROP-%04d", i)
-			o, resp, body := send(t, client, f.URL(), id, fakes2s.Action(fakes2s.OpSubmitApplication), fakes2s.SubmitEnvelope(id, "<SF424/>"))
-			outcomes[i] = o
-			if resp != nil && resp.StatusCode == http.StatusOK {
-				if r, err := grantsgov.ParseSubmitResponse(body); err == nil {
-					tracking[i] = r.TrackingNumber
-				}
-			}
+			outcomes[i], tracking[i] = submit(id)
 		}()
 	}
 	wg.Wait()
+	// The calls the open breaker refused were never sent: the funder holds
+	// none of them. Once the cooldown has passed they go again, one at a
+	// time, as a pipeline's queue would send them.
+	for i, o := range outcomes {
+		id := fmt.Sprintf("PROP-%04d", i)
+		for tries := 0; o.Disposition == grantretry.CircuitOpen && tries < 10; tries++ {
+			refused.Add(1)
+			if got := f.TrackingNumbers(id); len(got) != 0 {
+				t.Errorf("%s: refused by the open breaker, but the funder recorded %v", id, got)
+			}
+			clock.skip(grantsgov.ProfileBreakerCooldown)
+			o, tracking[i] = submit(id)
+			outcomes[i] = o
+		}
+	}
 	reconciled, lost := 0, 0
 	for i, o := range outcomes {
 		id := fmt.Sprintf("PROP-%04d", i)
@@ -161,8 +199,8 @@ func TestProfileThousandSubmissionsTenthDroppedNoDuplicateNoLoss(t *testing.T) {
 			reconciled++
 		}
 	}
-	t.Logf("%d submissions: %d dropped after recording, %d reconciled, %d queries, %d duplicates, %d lost",
-		n, f.Dropped(), reconciled, f.Queries(), f.Duplicates(), lost)
+	t.Logf("%d submissions: %d dropped after recording, %d reconciled, %d queries, %d refused by the open breaker and sent again, %d duplicates, %d lost",
+		n, f.Dropped(), reconciled, f.Queries(), refused.Load(), f.Duplicates(), lost)
 	if f.Duplicates() != 0 || f.TotalApplications() != n {
 		t.Errorf("%d duplicates, %d applications for %d submissions", f.Duplicates(), f.TotalApplications(), n)
 	}
