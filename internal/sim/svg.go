@@ -19,7 +19,7 @@ const (
 	// policy, so that they read as moments on the time axis and not as
 	// counts; markerTop is the top of the first row.
 	markerTop, markerRow, markerSize = 56, 9, 8
-	legendX             = 745
+	legendX                          = 745
 )
 
 // WriteSVG writes the chart: requests the funder received per simulated
