@@ -270,7 +270,7 @@ func (rep LowVolumeReport) paceWarning() string {
 		return ""
 	}
 	return fmt.Sprintf("Warning: the machine did not keep up with time scale %v: %s started fewer than %.0f%% of the calls "+
-		"the workload asks. Timers fired late and every figure is distorted, so its targets get no verdict; lower -scale.",
+		"the workload asks. Timers fired late, and their figures are distorted: their targets get no verdict. Lower -scale.",
 		rep.Scenario.Scale, strings.Join(slow, ", "), 100*MinPace)
 }
 

@@ -268,8 +268,8 @@ func (rep Report) paceWarning() string {
 		return ""
 	}
 	return fmt.Sprintf("Warning: the machine did not keep up with time scale %v: before the outage, %s started "+
-		"fewer calls than the offered load asks. Timers fired late and every figure is distorted, so its targets "+
-		"get no verdict; lower -scale.",
+		"fewer calls than the offered load asks. Timers fired late, and their figures are distorted: their "+
+		"targets get no verdict. Lower -scale.",
 		rep.Scenario.Scale, strings.Join(slow, ", "))
 }
 
