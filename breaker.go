@@ -10,24 +10,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Defaults of the per-host circuit breaker (see WithBreaker and
-// WithBreakerProbe).
-const (
-	// DefaultBreakerThreshold is how many consecutive failed calls to one
-	// host open its breaker: it opens on the 5th.
-	DefaultBreakerThreshold uint32 = 5
-	// DefaultBreakerCooldown is the longest an open breaker refuses calls
-	// before it lets one probe through (half-open): the wait before a
-	// probe grows to it during a long outage. Set from the storm
-	// simulator (docs/choosing-budgets.md): a funder that is back is found
-	// within about 10 s, outages of 30 s to 10 min alike, for one probe
-	// per host every 5 to 10 s while it is down.
-	DefaultBreakerCooldown = 10 * time.Second
-	// DefaultBreakerProbe is how long a breaker that has just opened
-	// refuses calls before its first probe.
-	DefaultBreakerProbe = 2 * time.Second
-)
-
 // What an attempt tells the breaker. Only transient faults are the funder's
 // failures; a terminal answer (a 422, a 404) shows the funder is up; the
 // caller's cancellation and terminal transport errors (a bad certificate, a

@@ -5,16 +5,6 @@ import (
 	"time"
 )
 
-// Defaults of the per-call retry budget (see WithBudget).
-const (
-	// DefaultMaxRetries is how many retries one logical call may spend: at
-	// most DefaultMaxRetries+1 attempts.
-	DefaultMaxRetries = 4
-	// DefaultDeadline bounds one logical call from its first attempt,
-	// waits and attempts in flight included.
-	DefaultDeadline = 45 * time.Second
-)
-
 // Reasons a call stopped retrying, as they appear in Outcome.StopReason and
 // the stop_reason audit field.
 const (

@@ -49,10 +49,6 @@ var notSentClass = Classification{Retryable: true, Reason: reasonNotSent}
 // verdict but not_sent, whose failure was a layer's inside the Transport.
 func (v Classification) charged() bool { return v.Reason != reasonNotSent }
 
-// MaxClassifyPeek is the most of a response body a ClassifyFunc is shown:
-// the first 64 KiB.
-const MaxClassifyPeek = 64 << 10
-
 // ClassifyFunc classifies a response by what its body says as well as its
 // status: for funders whose refusals and outages share a status, such as
 // SOAP 1.1, which sends every fault as a 500. body is at most the first

@@ -105,11 +105,6 @@ type DeadLetterSink interface {
 // other than the one it promised (see DeadLetterSink).
 type keptElsewhere interface{ KeptAt() string }
 
-// MaxLetterBody is the largest request body a Letter holds. A larger one
-// (through GetBody, or buffered under a replay limit set above it) is left
-// out, and the Letter says why.
-const MaxLetterBody = 64 << 20
-
 // keepsLetter reports whether a call that ended with d is handed to the
 // dead-letter sink: the work is still owed. A terminal answer is not (the
 // same request would fail again), nor a cancellation (the caller chose to

@@ -8,11 +8,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// DefaultFleetLimit bounds the fleet's I/O that one attempt waits on (see
-// WithFleet): past it the call goes on with the process's local breaker
-// and throttle, as without a fleet.
-const DefaultFleetLimit = 5 * time.Millisecond
-
 // FleetState is what a fleet knows of one host's shared breaker.
 type FleetState int32
 

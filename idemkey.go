@@ -22,18 +22,6 @@ const (
 	HeaderCorrelationID  = "X-Correlation-ID"
 )
 
-// DefaultReplayLimit is how many bytes of a request body without GetBody the
-// Transport buffers so it can replay them (see WithReplayLimit). Requests
-// built by http.NewRequest from a *bytes.Buffer, *bytes.Reader or
-// *strings.Reader carry GetBody and are replayed through it, unbuffered. A
-// larger body without GetBody is sent once, and since the key is a hash of
-// the body it gets no derived Idempotency-Key: give such requests GetBody,
-// or set the key yourself.
-const DefaultReplayLimit = 10 << 20
-
-// MaxSubmissionIDLen bounds the submission id given to WithSubmissionID.
-const MaxSubmissionIDLen = 255
-
 // IdempotencyKey returns the stable key of one submission: "grant-" followed
 // by the first 32 hex digits of SHA-256(submissionID bytes, then payload
 // bytes). The same submission and payload give the same key in any process,

@@ -14,15 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// Defaults of the backoff (see WithBackoff).
-const (
-	// DefaultBackoffBase is the ceiling of the first wait; each retry
-	// doubles it.
-	DefaultBackoffBase = 500 * time.Millisecond
-	// DefaultBackoffCap is the largest ceiling a wait is drawn under.
-	DefaultBackoffCap = 30 * time.Second
-)
-
 // An Option configures a Transport. Options are applied in order by New; the
 // Transport never changes afterwards.
 type Option interface {

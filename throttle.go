@@ -7,27 +7,6 @@ import (
 	"time"
 )
 
-// Defaults of the per-host retry throttle (see WithRetryThrottle and
-// WithThrottleRefill). The bucket and its ratio are those of gRPC's retry
-// throttling (gRFC A6); the refill with time is grantretry's own floor, in
-// the manner of Finagle's retry budget.
-const (
-	// DefaultThrottleMaxTokens is the size of each host's token bucket, and
-	// where it starts.
-	DefaultThrottleMaxTokens = 10
-	// DefaultThrottleTokenRatio is what each success gives back; each
-	// transient failure takes one whole token.
-	DefaultThrottleTokenRatio = 0.1
-	// DefaultThrottleRefill is the time a drained bucket takes, with no
-	// success at all, to allow retries again: by then it holds more than
-	// half, even once the failure that asks for a retry has taken its
-	// token. The bucket refills with time at a steady rate, maxTokens/2 + 1
-	// tokens (and a thousandth) per refill period: about 6 tokens a minute
-	// with the defaults, so while a funder stays down, at most about 6
-	// retries a minute per host beyond gRFC A6's burst.
-	DefaultThrottleRefill = 60 * time.Second
-)
-
 // milli is the throttle's fixed point: tokens are counted in thousandths,
 // the precision gRFC A6 gives tokenRatio.
 const milli = 1000

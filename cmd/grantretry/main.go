@@ -7,6 +7,8 @@
 //	    verify an audit trail, or trace one call through it (see docs/audit-trail.md)
 //	grantretry deadletter list|show|redeliver DIR [ID...] [flags]
 //	    list, show and redeliver dead letters (see docs/dead-letters.md)
+//	grantretry version
+//	    print the version it was built from (also -version, --version)
 //
 // "grantretry help" lists the subcommands and "grantretry <command> -help"
 // gives a subcommand's flags. Errors are written to standard error as
@@ -22,6 +24,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/grantretry/grantretry/internal/operator"
 )
 
 // Exit statuses.
@@ -45,6 +49,7 @@ var commands = []command{
 	{name: "sim", summary: "run the storm simulator: retry policies against a funder that goes down", run: runSim},
 	{name: "audit", summary: "verify an audit trail's hash chain, or trace one call through it", run: runAudit},
 	{name: "deadletter", summary: "list, show and redeliver dead letters kept in a directory", run: runDeadLetter},
+	{name: "version", summary: "print the version of grantretry this program was built from", run: runVersion},
 }
 
 func main() {
@@ -64,6 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	}
+	if operator.IsVersionFlag(name) {
+		name = "version"
 	}
 	cmd, ok := lookup(name)
 	if !ok {
@@ -114,6 +122,26 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'grantretry <command> -help' for a command's flags.\n")
 	io.WriteString(w, b.String())
+}
+
+const versionSynopsis = `Usage: grantretry version
+
+Prints the version of the module this program was built from: the tag
+for one installed with "go install ...@v1.2.3", "(devel)" for one built
+from a checkout; and the Go toolchain that built it. It takes no flags.
+`
+
+// runVersion prints the program's version, as "-version" and "--version"
+// do.
+func runVersion(args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			io.WriteString(stdout, versionSynopsis)
+			return flag.ErrHelp
+		}
+		return usageError{err: fmt.Errorf("unexpected argument %q", args[0])}
+	}
+	return operator.WriteVersion(stdout, "grantretry")
 }
 
 // usageError is a command called wrongly: a bad flag or argument. help

@@ -40,6 +40,12 @@ func TestDispatch(t *testing.T) {
 		{name: "deadletter list --help", args: []string{"deadletter", "list", "--help"}, code: exitOK, stdout: "DIR", quietOnErr: true},
 		{name: "deadletter no subcommand", args: []string{"deadletter"}, code: exitUsage, stderr: "grantretry: deadletter:"},
 		{name: "deadletter missing dir", args: []string{"deadletter", "list", "/nonexistent/grantretry-letters"}, code: exitFailure, stderr: "grantretry: deadletter:"},
+		{name: "version", args: []string{"version"}, code: exitOK, stdout: ", built with go1.", quietOnErr: true},
+		{name: "-version", args: []string{"-version"}, code: exitOK, stdout: "grantretry ", quietOnErr: true},
+		{name: "--version", args: []string{"--version"}, code: exitOK, stdout: ", built with go1.", quietOnErr: true},
+		{name: "help version", args: []string{"help", "version"}, code: exitOK, stdout: "Usage: grantretry version", quietOnErr: true},
+		{name: "help lists version", args: []string{"help"}, code: exitOK, stdout: "\n  version ", quietOnErr: true},
+		{name: "version extra", args: []string{"version", "extra"}, code: exitUsage, stderr: `grantretry: version: unexpected argument "extra"`},
 		{name: "unknown flag", args: []string{"sim", "-bogus"}, code: exitUsage, stderr: "grantretry: sim: flag provided but not defined: -bogus"},
 		{name: "positional argument", args: []string{"sim", "extra"}, code: exitUsage, stderr: `grantretry: sim: unexpected argument "extra"`},
 		{name: "bad throttle", args: []string{"sim", "-throttle", "lots"}, code: exitUsage, stderr: "grantretry: sim: invalid value"},
@@ -129,7 +135,7 @@ func TestSimLowVolumeWritesReports(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"refused a retry", "got its retry", "low-volume targets", "wrote " + svg} {
+	for _, want := range []string{"refused a retry", "got its retry", "Low-volume targets", "wrote " + svg} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
@@ -174,7 +180,7 @@ func TestSimWritesReports(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "storm targets", "recovery targets", "recovery lag", "wrote " + md} {
+	for _, want := range []string{"naive ", "grantretry defaults ", "dead_letter", "Storm targets", "Recovery target", "recovery lag", "wrote " + md} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -217,6 +223,30 @@ func TestSimWritesReports(t *testing.T) {
 	}
 }
 
+// Without -md and -svg the sim writes no file: its report goes to the
+// terminal only, no line wider than 100 columns.
+func TestSimWritesNoFileUnasked(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "-policies", "default", "-workers", "4", "-capacity", "5",
+		"-outage-start", "2s", "-outage", "3s", "-run", "6s", "-scale", "100"}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("the sim wrote %v (%v) into the current directory unasked", entries, err)
+	}
+	if strings.Contains(stdout.String(), "wrote ") {
+		t.Errorf("the sim says it wrote a file:\n%s", stdout.String())
+	}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if n := utf8.RuneCountInString(line); n > 100 {
+			t.Errorf("a line of %d columns: %q", n, line)
+		}
+	}
+}
+
 // An output path in a missing directory fails before anything runs.
 func TestSimRefusesUnwritableOutput(t *testing.T) {
 	var stdout, stderr bytes.Buffer
@@ -236,7 +266,7 @@ func TestHelpSynopsesFitEightyColumnsAndBreakNoSentenceMidLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"audit", "-help"}, {"audit", "verify", "-help"}, {"audit", "trace", "-help"},
 		{"deadletter", "-help"}, {"deadletter", "list", "-help"}, {"deadletter", "show", "-help"},
-		{"deadletter", "redeliver", "-help"},
+		{"deadletter", "redeliver", "-help"}, {"sim", "-help"}, {"version", "-help"},
 	} {
 		var stdout bytes.Buffer
 		run(args, &stdout, io.Discard)

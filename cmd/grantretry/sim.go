@@ -28,9 +28,13 @@ grantretry policies run the real Transport, with their durations divided by
 
 It prints, per policy, the load amplification during the outage, the peak
 one-second rate after recovery, the recovery lag, the goodput, the share of
-calls that succeeded, p50 and p99 completion times, duplicate effects at
-the funder and the dispositions; and writes the same as Markdown (-md) and
-a chart of requests per second (-svg).
+calls that succeeded, the p99 completion time, duplicate effects at the
+funder and the dispositions, and the targets each met or not. It writes no
+file unless asked: -md FILE writes every column with its definition as
+Markdown, and -svg FILE a chart of requests per second.
+
+A run the machine could not keep up with (timers firing late, shown by a
+warning) is distorted: its targets get no verdict. Lower -scale.
 
 -scenario low-volume runs instead a pipeline of one call every 30 to 60 s:
 a blip of 6 failures, then 5% of requests failing at random, over 20
@@ -93,8 +97,8 @@ func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
 	fs.Var(&f.breaker, "breaker", `breaker of the "default" policy: threshold,cooldown or off (WithBreaker)`)
 	fs.DurationVar(&sc.Probe, "probe", sc.Probe, `the "default" policy's first wait before a probe (WithBreakerProbe)`)
 	fs.StringVar(&f.policies, "policies", policies, "policies to run, comma-separated, in order (low-volume: "+lowVolumePolicies+")")
-	fs.StringVar(&f.md, "md", "grantretry-sim.md", `write the tables as Markdown to this file; "" for none`)
-	fs.StringVar(&f.svg, "svg", "grantretry-sim.svg", `write the chart as SVG to this file; "" for none`)
+	fs.StringVar(&f.md, "md", "", "write the tables, every column, and the definitions as Markdown to this file")
+	fs.StringVar(&f.svg, "svg", "", "write the chart as SVG to this file")
 	return f
 }
 

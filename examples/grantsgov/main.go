@@ -3,9 +3,16 @@
 // Grants.gov S2S endpoint that ignores Idempotency-Key, the funders'
 // ledgers, the dead letter redelivered, and the audit trail verified. See
 // the README's "Try it".
+//
+//	go run ./examples/grantsgov [-v]
+//
+// It tells each submission, what happened and why; the audit records go
+// to a hash-chained trail in a new temporary directory, whose path it
+// prints. -v also prints each zap audit line as it is written.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -13,9 +20,19 @@ import (
 )
 
 func main() {
+	verbose := flag.Bool("v", false, "also print each zap audit line as it is written")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "grantsgov: unexpected argument %q\n", flag.Arg(0))
+		os.Exit(2)
+	}
+	var o demo.Options
+	if *verbose {
+		o.Lines = os.Stdout
+	}
 	dir, err := demo.Dir()
 	if err == nil {
-		err = demo.Run(os.Stdout, dir)
+		err = demo.RunWith(os.Stdout, dir, o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "grantsgov:", err)

@@ -80,6 +80,16 @@ type LowVolumeResult struct {
 	Wall   time.Duration // real time all its runs took
 }
 
+// distorted reports whether a seed's run fell behind its time scale.
+func (r LowVolumeResult) distorted() bool {
+	for _, run := range r.Runs {
+		if run.pace < MinPace {
+			return true
+		}
+	}
+	return false
+}
+
 // Met and Refused add up the seeds' calls after the blip that met a
 // transient failure, and those refused a retry.
 func (r LowVolumeResult) Met() (met, refused int) {
@@ -273,7 +283,7 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-// Issue 11's low-volume limits: the share of calls that meet a transient
+// The low-volume limits: the share of calls that meet a transient
 // failure after the blip and are refused a retry, and how long after the
 // blip retries may stay off.
 const (
@@ -290,18 +300,20 @@ func LowVolumeTargets(sc Scenario, rs []LowVolumeResult) []Check {
 		met, refused := r.Met()
 		share := r.RefusedShare()
 		out = append(out, Check{
-			fmt.Sprintf("%s: %s of the %d calls that met a transient failure after the blip were refused a retry (%d), at most %.0f%%",
+			Text: fmt.Sprintf("%s: %s of the %d calls that met a transient failure after the blip were refused a retry (%d), at most %.0f%%",
 				r.Policy.Name, fmtShare(share), met, refused, 100*MaxRefusedShare),
-			!math.IsNaN(share) && share <= MaxRefusedShare,
+			Met:       !math.IsNaN(share) && share <= MaxRefusedShare,
+			Distorted: r.distorted(),
 		})
 		if len(sc.Probes) == 0 {
 			continue
 		}
 		back := backBySummary(r, sc.Probes)
 		out = append(out, Check{
-			fmt.Sprintf("%s: retries back by %s after the blip (probes; median, over %d seeds), at most %v in every seed",
+			Text: fmt.Sprintf("%s: retries back by %s after the blip (probes; median, over %d seeds), at most %v in every seed",
 				r.Policy.Name, back.text(), len(r.Runs), MaxRetriesOff),
-			back.allWithin(MaxRetriesOff),
+			Met:       back.allWithin(MaxRetriesOff),
+			Distorted: r.distorted(),
 		})
 	}
 	return out

@@ -63,13 +63,20 @@ func probeHeader(rs []LowVolumeResult) []string {
 	return h
 }
 
-func probeRows(sc Scenario, rs []LowVolumeResult) [][]string {
+// probeRows are the probe table's rows: per probe delay, per policy, the
+// seeds whose call got its retry and, unless short, what stopped it in
+// the others.
+func probeRows(sc Scenario, rs []LowVolumeResult, short bool) [][]string {
 	var rows [][]string
 	for i, d := range sc.Probes {
 		row := []string{fmtDur(d)}
 		for _, r := range rs {
 			retried, by := r.Retried(i)
 			cell := fmt.Sprintf("%d of %d", retried, len(r.Runs))
+			if short {
+				row = append(row, cell)
+				continue
+			}
 			var rest []string
 			for _, o := range []ProbeOutcome{ProbeRefused, ProbeBreaker, ProbeOther, ProbeNone} {
 				if by[o] > 0 {
@@ -86,34 +93,65 @@ func probeRows(sc Scenario, rs []LowVolumeResult) [][]string {
 	return rows
 }
 
-// WriteText writes the scenario, both tables and the targets as plain text.
+// lowVolumeTextHeader and lowVolumeTextRow are the first table as the
+// terminal shows it: the columns that fit in TextWidth, under short names
+// that lowVolumeTextKey explains. The Markdown has every column.
+func lowVolumeTextHeader() []string {
+	return []string{"policy", "calls", "met failure", "refused", "share", "retries back by (probes)"}
+}
+
+func lowVolumeTextRow(sc Scenario, r LowVolumeResult) []string {
+	m := lowVolumeRow(sc, r)
+	return []string{m[0], m[2], m[3], m[4], m[5], m[8]}
+}
+
+const lowVolumeTextKey = "calls: calls after the blip, all seeds; met failure: those that met a transient " +
+	"failure; refused: those the retry throttle refused a retry, and their share; retries back by: " +
+	"median and range over seeds of the first probe delay from which every probed call got its retry. " +
+	"-md FILE writes every column, with its definition."
+
+// probeTextHeader and probeTextRows are the probe table as the terminal
+// shows it: the policies' names as its columns.
+func probeTextHeader(rs []LowVolumeResult) []string {
+	h := []string{"probe"}
+	for _, r := range rs {
+		h = append(h, r.Policy.Name)
+	}
+	return h
+}
+
+// WriteText writes the scenario, both tables and the targets as plain
+// text, no line wider than TextWidth.
 func (rep LowVolumeReport) WriteText(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString(rep.scenarioText())
+	b.WriteString(wrap(rep.scenarioText(), TextWidth, 2))
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	writeTabbed(tw, lowVolumeHeader())
+	writeTabbed(tw, lowVolumeTextHeader())
 	for _, r := range rep.Results {
-		writeTabbed(tw, lowVolumeRow(rep.Scenario, r))
+		writeTabbed(tw, lowVolumeTextRow(rep.Scenario, r))
 	}
 	tw.Flush()
+	b.WriteString(wrap(lowVolumeTextKey, TextWidth, 0) + "\n")
 	if len(rep.Scenario.Probes) > 0 {
-		b.WriteString("\n")
+		head, rows := probeTextHeader(rep.Results), probeRows(rep.Scenario, rep.Results, false)
+		what := "in how many seeds it got its retry, and what stopped it in the others"
+		if tableWidth(append(rows, head)...) > TextWidth {
+			rows, what = probeRows(rep.Scenario, rep.Results, true), "in how many seeds it got its retry (the Markdown says what stopped it in the others)"
+		}
+		b.WriteString("\n" + wrap("Probes: a call failing this long after the blip; "+what+":", TextWidth, 0) + "\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		writeTabbed(tw, probeHeader(rep.Results))
-		for _, row := range probeRows(rep.Scenario, rep.Results) {
+		writeTabbed(tw, head)
+		for _, row := range rows {
 			writeTabbed(tw, row)
 		}
 		tw.Flush()
 	}
 	if warn := rep.paceWarning(); warn != "" {
-		b.WriteString("\n" + warn + "\n")
+		b.WriteString("\n" + wrap(warn, TextWidth, 0) + "\n")
 	}
 	if checks := LowVolumeTargets(rep.Scenario, rep.Results); len(checks) > 0 {
-		b.WriteString("\nlow-volume targets:\n")
-		for _, c := range checks {
-			fmt.Fprintf(&b, "  %s  %s\n", verdict(c.Met), c.Text)
-		}
+		writeChecks(&b, "Low-volume targets", checks)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -132,16 +170,13 @@ func (rep LowVolumeReport) WriteMarkdown(w io.Writer) error {
 	writeMarkdownRows(&b, lowVolumeHeader(), rep.rows())
 	if len(rep.Scenario.Probes) > 0 {
 		b.WriteString("\n")
-		writeMarkdownRows(&b, probeHeader(rep.Results), probeRows(rep.Scenario, rep.Results))
+		writeMarkdownRows(&b, probeHeader(rep.Results), probeRows(rep.Scenario, rep.Results, false))
 	}
 	if warn := rep.paceWarning(); warn != "" {
 		b.WriteString("\n**" + warn + "**\n")
 	}
 	if checks := LowVolumeTargets(rep.Scenario, rep.Results); len(checks) > 0 {
-		b.WriteString("\nLow-volume targets:\n\n")
-		for _, c := range checks {
-			fmt.Fprintf(&b, "- %s: %s\n", verdict(c.Met), c.Text)
-		}
+		writeMarkdownChecks(&b, "Low-volume targets", checks)
 	}
 	b.WriteString("\nPolicies:\n\n")
 	for _, r := range rep.Results {
@@ -235,7 +270,7 @@ func (rep LowVolumeReport) paceWarning() string {
 		return ""
 	}
 	return fmt.Sprintf("Warning: the machine did not keep up with time scale %v: %s started fewer than %.0f%% of the calls "+
-		"the workload asks. Timers fired late and every figure is distorted; lower -scale.",
+		"the workload asks. Timers fired late, and their figures are distorted: their targets get no verdict. Lower -scale.",
 		rep.Scenario.Scale, strings.Join(slow, ", "), 100*MinPace)
 }
 

@@ -14,14 +14,19 @@ import (
 const (
 	svgWidth, svgHeight = 980, 520
 	plotLeft, plotRight = 70, 720
-	plotTop, plotBottom = 64, 456
-	legendX             = 745
+	plotTop, plotBottom = 104, 456
+	// The recovery markers sit in a lane above the plot, one row per
+	// policy, so that they read as moments on the time axis and not as
+	// counts; markerTop is the top of the first row.
+	markerTop, markerRow, markerSize = 56, 9, 8
+	legendX                          = 745
 )
 
 // WriteSVG writes the chart: requests the funder received per simulated
 // second, one line per policy, with the outage shaded and the capacity
-// drawn dashed; a dot in each policy's colour marks where its recovery lag
-// ends, and the legend gives its recovery lag and goodput. It is plain SVG
+// drawn dashed; a triangle in each policy's colour, above the plot, with
+// a dotted line down to the time axis, marks where its recovery lag ends,
+// and the legend gives its recovery lag and goodput. It is plain SVG
 // 1.1 that any browser opens.
 func (rep Report) WriteSVG(w io.Writer) error {
 	c := newChart(rep)
@@ -116,10 +121,12 @@ func (c chart) lines(b *bytes.Buffer) {
 }
 
 // recoveries marks, for each policy that recovered, the start of the
-// window that ended its recovery lag: a dot near the top of the plot,
-// one row per policy so that equal lags do not hide each other.
+// window that ended its recovery lag: a triangle pointing down at it from
+// the lane above the plot, one row per policy so that equal lags do not
+// hide each other, and a dotted line from it down to the time axis.
 func (c chart) recoveries(b *bytes.Buffer) {
 	end := c.rep.Scenario.OutageEnd()
+	marked := false
 	for i, r := range c.rep.Results {
 		if !r.Recovered {
 			continue
@@ -128,8 +135,14 @@ func (c chart) recoveries(b *bytes.Buffer) {
 		if sec > c.runSec {
 			continue
 		}
-		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="#ffffff"/>`+"\n",
-			c.x(sec), float64(plotTop+30+9*i), colorOf(r.Policy))
+		x, tip := c.x(sec), float64(markerTop+markerRow*i+markerSize)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%d" stroke="%s" stroke-width="1" stroke-dasharray="1 3"/>`+"\n",
+			x, tip, x, plotBottom, colorOf(r.Policy))
+		svgtext.Marker(b, x, tip, markerSize, colorOf(r.Policy))
+		marked = true
+	}
+	if marked {
+		svgtext.Text(b, plotLeft-8, markerTop+markerSize, "end", `font-size="10" fill="#555555"`, "recovered")
 	}
 }
 
@@ -147,7 +160,7 @@ func (c chart) legend(b *bytes.Buffer) {
 			"lag %s · %s/min · 1st min %s", fmtLag(r), fmtPerMinute(r.Goodput), fmtPerMinute(r.GoodputAfterRecovery)))
 	}
 	y += 30
-	fmt.Fprintf(b, `<circle cx="%d" cy="%.1f" r="4" fill="#777777"/>`+"\n", legendX+12, y-4)
+	svgtext.Marker(b, legendX+12, y, markerSize, "#777777")
 	svgtext.Text(b, legendX+32, y, "start", "", "recovered: 90% of offered")
 	y += 14
 	svgtext.Text(b, legendX+32, y, "start", `font-size="10" fill="#555555"`, "load succeeds in one second")

@@ -1,6 +1,6 @@
-// Package svgtext holds the two pieces the simulators' SVG charts share
-// (internal/sim and fleet's fleetsim): an escaped text element and the
-// step of an axis's ticks.
+// Package svgtext holds the pieces the simulators' SVG charts share
+// (internal/sim and fleet's fleetsim): an escaped text element, the step
+// of an axis's ticks, and a marker for a moment on the time axis.
 package svgtext
 
 import (
@@ -38,4 +38,13 @@ func NiceStep(span float64, n int) float64 {
 		return 5 * mag
 	}
 	return 10 * mag
+}
+
+// Marker writes a triangle pointing down, its tip at (x, tipY), size
+// units wide and tall, filled with fill and outlined in dark grey: a mark
+// on a moment of a chart's time axis that no data point looks like.
+func Marker(b *bytes.Buffer, x, tipY, size float64, fill string) {
+	h := size / 2
+	fmt.Fprintf(b, `<path d="M%.1f %.1f L%.1f %.1f L%.1f %.1f Z" fill="%s" stroke="#333333" stroke-width="0.8"/>`+"\n",
+		x-h, tipY-size, x+h, tipY-size, x, tipY, fill)
 }

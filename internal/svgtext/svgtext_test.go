@@ -25,3 +25,14 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+// A marker is a closed triangle whose tip is the point given, below its
+// base: it points down at the moment it marks.
+func TestMarker(t *testing.T) {
+	var b bytes.Buffer
+	Marker(&b, 10, 20, 8, "#0072B2")
+	want := `<path d="M6.0 12.0 L14.0 12.0 L10.0 20.0 Z" fill="#0072B2" stroke="#333333" stroke-width="0.8"/>` + "\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+}

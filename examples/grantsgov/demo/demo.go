@@ -33,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -44,12 +45,27 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// Run runs the whole demo, writing to w: the audit lines, the summary, the redelivery of
-// the dead letters, the funder's ledger and the check of the audit trail
-// kept in dir. It fails if the funder recorded any submission twice or the
-// trail does not verify. extra options go to the Transport after the
-// demo's own (the tests pass a clock that skips the waits).
+// Run runs the whole demo, writing to w what a person reads: each
+// submission, what happened to it and why; the redelivery of the dead
+// letter; the funders' ledgers; and the check of the audit trail kept in
+// dir. The audit records go to that trail, whose path it prints; the zap
+// audit lines are not shown (RunWith can show them). It fails if a funder
+// recorded any submission twice or the trail does not verify. extra
+// options go to the Transport after the demo's own (the tests pass a clock
+// that skips the waits).
 func Run(w io.Writer, dir string, extra ...grantretry.Option) error {
+	return RunWith(w, dir, Options{}, extra...)
+}
+
+// Options change what Run shows.
+type Options struct {
+	// Lines, if not nil, gets every zap audit line as it is written
+	// ("go run ./examples/grantsgov -v" passes standard output).
+	Lines io.Writer
+}
+
+// RunWith is Run with options.
+func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	recs, err := openRecords(dir)
@@ -57,12 +73,31 @@ func Run(w io.Writer, dir string, extra ...grantretry.Option) error {
 		return err
 	}
 
-	fmt.Fprintln(w, "== audit lines (zap JSON; the same records go to the hash-chained trail on disk) ==")
-	out, err := simulate(ctx, w, recs, extra...)
+	fmt.Fprintf(w, "The grantretry demo: %d grant applications through one grantretry Transport, to two funders\n"+
+		"simulated on 127.0.0.1: a JSON API that fails the way real ones do, and a Grants.gov S2S\n"+
+		"endpoint that ignores Idempotency-Key.\n", len(applications)+len(s2sApplications))
+	fmt.Fprintf(w, "Audit records (hash-chained): %s\n", filepath.Join(dir, trailName))
+	if o.Lines == nil {
+		fmt.Fprintln(w, "(go run ./examples/grantsgov -v also prints each zap audit line as it is written)")
+	}
+	var lines bytes.Buffer
+	dest := io.Writer(&lines)
+	if o.Lines != nil {
+		fmt.Fprintln(w, "\n== audit lines (zap JSON), as they are written ==")
+		dest = io.MultiWriter(&lines, o.Lines)
+	}
+	out, err := simulate(ctx, dest, recs, extra...)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\n== what the pipeline saw ==")
+	calls, err := parseAuditLines(lines.Bytes())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n== each submission: what happened, and why ==")
+	fmt.Fprintln(w)
+	printStories(w, out, calls)
+	fmt.Fprintln(w, "== in short ==")
 	printSummary(w, slices.Concat(out.results, out.s2sResults))
 	fmt.Fprintln(w, "\n== dead letters, redelivered once the outage is over ==")
 	printRedeliveries(w, out.redelivered)
@@ -154,6 +189,16 @@ func (s simulation) reconciles() int {
 		n += rd.outcome.Reconciles
 	}
 	return n
+}
+
+// redeliveryOf returns the redelivery of app's dead letter, if it had one.
+func (s simulation) redeliveryOf(app string) (redelivery, bool) {
+	for _, rd := range s.redelivered {
+		if rd.letter.SubmissionID == app {
+			return rd, true
+		}
+	}
+	return redelivery{}, false
 }
 
 // simulate starts the two funders, submits every application through
@@ -258,7 +303,7 @@ func submit(ctx context.Context, client *http.Client, url string, app applicatio
 
 func printSummary(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBMISSION\tDISPOSITION\tSTOP REASON\tATTEMPTS\tRECONCILES\tSTATUS\tRECORD\tIDEMPOTENCY KEY")
+	fmt.Fprintln(tw, "SUBMISSION\tDISPOSITION\tSTOP REASON\tATTEMPTS\tSTATUS\tRECORD")
 	for _, r := range results {
 		o := r.outcome
 		record := r.record
@@ -266,13 +311,13 @@ func printSummary(w io.Writer, results []result) {
 		case r.replayed:
 			record += " (replayed)"
 		case o.StopReason == grantretry.StopReconciled:
-			record += " (GetApplicationList)"
+			record += " (found by query)"
 		}
 		if record == "" {
 			record = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
-			r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Reconciles, o.Status, record, o.IdempotencyKey)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n",
+			r.app.ID, o.Disposition, o.StopReason, o.Attempts, o.Status, record)
 	}
 	tw.Flush()
 }

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/trail"
@@ -44,16 +46,6 @@ func simulateForTest(t *testing.T) (simulation, *records, []byte) {
 		t.Fatalf("got %d results, want %d", len(sim.results), len(applications))
 	}
 	return sim, recs, lines.Bytes()
-}
-
-// redelivered returns the redelivery of app's dead letter, if it had one.
-func (s simulation) redeliveryOf(app string) (redelivery, bool) {
-	for _, rd := range s.redelivered {
-		if rd.letter.SubmissionID == app {
-			return rd, true
-		}
-	}
-	return redelivery{}, false
 }
 
 func TestFunderRecordsEachSubmissionExactlyOnce(t *testing.T) {
@@ -219,15 +211,75 @@ func TestRunSucceeds(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^` + s2sDropped + ` +succeeded +reconciled +1 +1 +200 +GRANT\d+ \(GetApplicationList\) `),
+		regexp.MustCompile(`(?m)^` + s2sDropped + ` +succeeded +reconciled +1 +200 +GRANT\d+ \(found by query\)$`),
 		regexp.MustCompile(`(?m)^== what Grants.gov S2S recorded .*==$`),
 		regexp.MustCompile(`(?m)^funder recorded 5 submissions, 0 duplicates$`),
-		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests, refused 1 .*applications: 2, duplicates: 0$`),
-		regexp.MustCompile(`hash chain verified, .*; reconcile lines 1\n`),
+		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests, refused 1 .*\n.*applications: 2, duplicates: 0$`),
+		regexp.MustCompile(`hash chain verified, .*\ndispositions: .*; reconcile lines 1\n`),
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("output has no line matching %s:\n%s", want, out.String())
 		}
+	}
+}
+
+// The demo leads with what a person reads: no JSON before the stories,
+// each submission told with its attempts and why it ended so, and no line
+// wider than 100 columns but the commands that name the directory. The
+// zap lines are shown only when asked for, one per record of the trail.
+func TestRunTellsEachSubmission(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out strings.Builder
+	if err := Run(&out, dir, grantretry.WithClock(instant{})); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	head, _, ok := strings.Cut(text, "== each submission: what happened, and why ==")
+	if !ok || strings.Contains(text, `{"`) || !strings.Contains(head, filepath.Join(dir, trailName)) {
+		t.Errorf("the output has JSON, or no stories, or does not lead with the trail's path:\n%s", text)
+	}
+	for _, app := range slices.Concat(applications, s2sApplications) {
+		if !regexp.MustCompile(`(?m)^` + app.ID + ` to .*: [a-z_]+ after \d attempts?`).MatchString(text) {
+			t.Errorf("no story of %s:\n%s", app.ID, text)
+		}
+	}
+	for _, want := range []string{
+		"waited 1s as the funder's Retry-After asked",
+		"answered it from its idempotency store",
+		"refused another retry",
+		"redelivered once the funder was back, under the same key: succeeded, status 201",
+		"asked the reconciler: 200, applied",
+		"the answer, 422 (terminal:422), is terminal",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), want) { // across a wrapped line
+			t.Errorf("the stories lack %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if n := utf8.RuneCountInString(line); n > 100 && !strings.Contains(line, dir) {
+			t.Errorf("a line of %d columns: %q", n, line)
+		}
+	}
+
+	var lines bytes.Buffer
+	out.Reset()
+	if err := RunWith(&out, t.TempDir(), Options{Lines: &lines}, grantretry.WithClock(instant{})); err != nil {
+		t.Fatalf("run -v: %v\n%s", err, out.String())
+	}
+	dispositions := 0
+	sc := bufio.NewScanner(&lines)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("-v: a line that is not JSON: %v: %s", err, sc.Bytes())
+		}
+		if line["msg"] == grantretry.MsgDisposition {
+			dispositions++
+		}
+	}
+	if want := len(applications) + len(s2sApplications) + 1; dispositions != want { // and the redelivery
+		t.Errorf("-v printed %d disposition lines, want %d", dispositions, want)
 	}
 }
 

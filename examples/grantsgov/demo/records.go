@@ -99,18 +99,20 @@ func printRedeliveries(w io.Writer, rds []redelivery) {
 		fmt.Fprintln(w, "no dead letters")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LETTER\tSUBMISSION\tWHY IT WAS KEPT\tREDELIVERED\tSAME KEY")
 	for _, rd := range rds {
 		l, o := rd.letter, rd.outcome
 		got := fmt.Sprintf("%s, status %d", o.Disposition, rd.status)
 		if rd.err != nil {
 			got = "error: " + rd.err.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s after %d attempts\t%s\t%v\n",
-			l.ID, l.SubmissionID, l.Disposition, l.StopReason, l.Attempts, got, o.IdempotencyKey == l.IdempotencyKey)
+		fmt.Fprintf(w, "letter %s\n", l.ID)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  submission\t%s\n", l.SubmissionID)
+		fmt.Fprintf(tw, "  why it was kept\t%s/%s after %d attempts\n", l.Disposition, l.StopReason, l.Attempts)
+		fmt.Fprintf(tw, "  redelivered\t%s\n", got)
+		fmt.Fprintf(tw, "  same key\t%v\n", o.IdempotencyKey == l.IdempotencyKey)
+		tw.Flush()
 	}
-	tw.Flush()
 }
 
 // verifyTrail closes the trail and checks its hash chain, as an auditor
@@ -133,7 +135,7 @@ func (r *records) verifyTrail(w io.Writer, reconciles int) error {
 		disps = append(disps, fmt.Sprintf("%s %d", d, n))
 	}
 	sort.Strings(disps)
-	fmt.Fprintf(w, "%s: hash chain verified, %d records (seq %d..%d), dispositions: %s; reconcile lines %d\nlast hash %s\n",
+	fmt.Fprintf(w, "%s:\nhash chain verified, %d records (seq %d..%d)\ndispositions: %s; reconcile lines %d\nlast hash %s\n",
 		filepath.Join(r.dir, trailName), sum.Records, sum.FirstSeq, sum.LastSeq, strings.Join(disps, ", "),
 		sum.Messages[grantretry.MsgReconcile], sum.LastHash)
 	if got := sum.Messages[grantretry.MsgReconcile]; got != reconciles {

@@ -141,7 +141,7 @@ func (s *s2sFunder) report(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%v\n", app.ID, s.Applications(app.ID), s.TrackingNumbers(app.ID))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "S2S funder received %d submission requests, refused %d and hung up on %d after recording it; GetApplicationList queries: %d; applications: %d, duplicates: %d\n",
+	fmt.Fprintf(w, "S2S funder received %d submission requests, refused %d and hung up on %d after recording it;\nGetApplicationList queries: %d; applications: %d, duplicates: %d\n",
 		s.Received(), s.Refused(), s.Dropped(), s.Queries(), s.TotalApplications(), s.Duplicates())
 	if d := s.Duplicates(); d > 0 {
 		return fmt.Errorf("the S2S funder recorded %d duplicate applications", d)

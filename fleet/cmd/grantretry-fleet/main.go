@@ -10,6 +10,7 @@
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
 //	grantretry-fleet sim [flags]
+//	grantretry-fleet version
 //
 // The DSN comes from -pg or GRANTRETRY_PG_DSN. Errors go to standard
 // error as "grantretry-fleet: <command>: ...". The exit status is 0 on
@@ -25,6 +26,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/grantretry/grantretry/internal/operator"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -51,6 +53,7 @@ Commands:
   deadletter drain  move the letters of fallback directories into the database
   sim               the fleet storm: P Transports sharing a database vs
                     P with local state (see docs/fleet.md)
+  version           print the version it was built from (also -version)
 
 The database is -pg DSN, or GRANTRETRY_PG_DSN. Run
 'grantretry-fleet <command> <subcommand> -help' for the flags.
@@ -94,8 +97,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	name := args[0]
+	if operator.IsVersionFlag(name) {
+		name = "version"
+	}
 	var err error
 	switch name {
+	case "version":
+		err = runVersion(args[1:], stdout)
 	case "audit":
 		err = runAudit(args[1:], stdout)
 	case "deadletter":
@@ -129,6 +137,19 @@ func isHelp(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// runVersion prints the version of the fleet module and of the library it
+// was built with. It takes no flags.
+func runVersion(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			io.WriteString(stdout, "Usage: grantretry-fleet version\n\nPrints the version of the fleet module this program was built from, that\nof the grantretry library it was built with, and the Go toolchain.\n")
+			return flag.ErrHelp
+		}
+		return usagef("unexpected argument %q", args[0])
+	}
+	return operator.WriteVersion(stdout, "grantretry-fleet")
 }
 
 // dbFlags is the -pg flag every database subcommand has.
