@@ -13,12 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Toxiproxy's pipeline hands data between stages with blocking channel
-	// sends, so a stage can stay blocked after a client gives up on a
-	// slowed connection (its own leak, shown by a standalone reproduction;
-	// see toxiproxy_test.go). Only goroutines running one of its toxic
-	// stages are ignored: no goroutine of grantretry's runs there.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+	goleak.VerifyTestMain(m)
 }
 
 // dedupFunder answers a key's first attempt with 503 and every later one

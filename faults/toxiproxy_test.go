@@ -1,4 +1,4 @@
-package grantretry
+package faults
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/grantretry/grantretry"
 	"github.com/rs/zerolog"
 )
 
 // The fault suite over real TCP: an in-process Toxiproxy on loopback in
 // front of a loopback funder that deduplicates by Idempotency-Key. Each
 // test injects one fault and checks the disposition the policy promises,
-// that the call ends by its deadline (within toxiMargin on every call, and
+// that the call ends by its deadline (within hangMargin on every call, and
 // within deadlineSlack of it where the deadline is what ends the call), and
 // that the funder applied every submission at most once, and exactly once
 // when the call succeeded.
@@ -34,58 +35,13 @@ import (
 // one response chunk, which keeps every stage able to finish: keep-alives
 // are off, requests and responses are small, and the trickle is upstream.
 
-// toxiMargin is how far past its deadline any call may end before a test
-// fails. It catches hangs, on every call, in one run: scheduling under
-// -race on two busy cores can delay a single call by this much, not the
-// library. The precise bound is deadlineSlack.
-const toxiMargin = 1500 * time.Millisecond
-
-// deadlineSlack is how far past the time it should end a call may end, in
-// the best of deadlineRuns runs of the same scenario. Measured under -race
-// on two cores, a call cut by its deadline ends 0.2 to 2 ms past it. The
-// defects this catches (sleeping past the deadline, draining a body, a
-// missed cancellation left to an attempt timeout or a backoff step) cost
-// tens of milliseconds. 5 ms is a few times the first and well under the
-// second: the "few milliseconds" issue 4 promises.
-const deadlineSlack = 5 * time.Millisecond
-
-// deadlineRuns is how many runs of a scenario may miss deadlineSlack before
-// the test fails. The scheduler only ever adds delay, and seldom to every
-// run; a defect adds its delay to each.
-const deadlineRuns = 5
-
-// checkEndsOnTime runs a scenario up to deadlineRuns times and passes as
-// soon as a run's call ended within deadlineSlack of want (measured from
-// the start of RoundTrip); it fails with every overshoot if none did. A call
-// that ended more than early before want fails at once, since ending early
-// is never noise. run(i) makes run i's call with a fresh Transport and
-// submission, checks everything else about it, and returns how long it
-// took.
-func checkEndsOnTime(t *testing.T, want, early time.Duration, run func(i int) time.Duration) {
-	t.Helper()
-	var over []time.Duration
-	for i := 0; i < deadlineRuns; i++ {
-		took := run(i)
-		if took < want-early {
-			t.Errorf("run %d: call ended after %v, more than %v before %v", i+1, took, early, want)
-			return
-		}
-		over = append(over, took-want)
-		t.Logf("run %d: call ended after %v, %v past %v", i+1, took, took-want, want)
-		if took-want <= deadlineSlack {
-			return
-		}
-	}
-	t.Errorf("call ended %v past %v in its %d runs, want within %v in at least one", over, want, deadlineRuns, deadlineSlack)
-}
-
 // toxiBackoffCap is the backoff cap of toxiOpts: a call whose next wait
 // would end past its deadline stops before the deadline by at most this.
 const toxiBackoffCap = 10 * time.Millisecond
 
 // toxiFunder is a loopback funder that applies a submission once per
-// Idempotency-Key, like soakFunder, and records every key it was sent per
-// application. It applies only a request whose body arrived whole.
+// Idempotency-Key and records every key it was sent per application. It
+// applies only a request whose body arrived whole.
 type toxiFunder struct {
 	srv      *httptest.Server
 	respBody string
@@ -102,7 +58,7 @@ func newToxiFunder(t *testing.T, respBody string) *toxiFunder {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.inFlight.Add(1)
 		defer f.inFlight.Add(-1)
-		key := r.Header.Get(HeaderIdempotencyKey)
+		key := r.Header.Get(grantretry.HeaderIdempotencyKey)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			return // a torn request is not applied
@@ -185,9 +141,9 @@ func (e *toxiEnv) toxic(t *testing.T, js string) {
 // submit makes one POST with a submission id through tr, and returns its
 // outcome, the response body it read (or the read error), and how long
 // RoundTrip took.
-func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o Outcome, body string, took time.Duration, readErr error) {
+func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o grantretry.Outcome, body string, took time.Duration, readErr error) {
 	t.Helper()
-	ctx := WithSubmissionID(context.Background(), id)
+	ctx := grantretry.WithSubmissionID(context.Background(), id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(app))
 	if err != nil {
 		t.Fatal(err)
@@ -204,29 +160,21 @@ func submit(t *testing.T, tr http.RoundTripper, url, id, app string) (o Outcome,
 }
 
 // checkEffects asserts the funder's side of the promise for one call.
-func (e *toxiEnv) checkEffects(t *testing.T, app string, o Outcome) {
+func (e *toxiEnv) checkEffects(t *testing.T, app string, o grantretry.Outcome) {
 	t.Helper()
 	n := e.funder.effects(app)
-	if n > 1 || (o.Disposition == Succeeded && n != 1) {
+	if n > 1 || (o.Disposition == grantretry.Succeeded && n != 1) {
 		t.Errorf("call ended %+v and took effect %d times", o, n)
 	}
 }
 
-// checkTook is the coarse bound every call is held to: it catches hangs.
-func checkTook(t *testing.T, took, deadline time.Duration) {
-	t.Helper()
-	if took > deadline+toxiMargin {
-		t.Errorf("call took %v, past its %v deadline", took, deadline)
-	}
-}
-
-func toxiOpts(maxRetries int, deadline, attemptTimeout time.Duration) []Option {
-	return []Option{
-		WithBackoff(time.Millisecond, toxiBackoffCap),
-		WithBudget(maxRetries, deadline),
-		WithAttemptTimeout(attemptTimeout),
-		WithoutBreaker(),
-		WithRetryThrottle(1000, 1),
+func toxiOpts(maxRetries int, deadline, attemptTimeout time.Duration) []grantretry.Option {
+	return []grantretry.Option{
+		grantretry.WithBackoff(time.Millisecond, toxiBackoffCap),
+		grantretry.WithBudget(maxRetries, deadline),
+		grantretry.WithAttemptTimeout(attemptTimeout),
+		grantretry.WithoutBreaker(),
+		grantretry.WithRetryThrottle(1000, 1),
 	}
 }
 
@@ -236,10 +184,10 @@ func TestToxiConnectionRefused(t *testing.T) {
 	e := newToxiEnv(t, "ok")
 	e.proxy.Stop()
 	const deadline = time.Second
-	tr := New(e.inner, toxiOpts(3, deadline, 100*time.Millisecond)...)
+	tr := grantretry.New(e.inner, toxiOpts(3, deadline, 100*time.Millisecond)...)
 	app := `{"application":"refused"}`
 	o, _, took, _ := submit(t, tr, e.url, "TOXI-REFUSED", app)
-	if o.Disposition != DeadLetter || o.Attempts != 4 || o.Reason != "transport:refused" {
+	if o.Disposition != grantretry.DeadLetter || o.Attempts != 4 || o.Reason != "transport:refused" {
 		t.Errorf("outcome %+v, want dead_letter after 4 refused attempts", o)
 	}
 	checkTook(t, took, deadline)
@@ -255,10 +203,10 @@ func TestToxiResetBeforeRequestIsRead(t *testing.T) {
 	e := newToxiEnv(t, "ok")
 	e.toxic(t, `{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`)
 	const deadline = time.Second
-	tr := New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
+	tr := grantretry.New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
 	app := `{"application":"reset-before"}`
 	o, _, took, _ := submit(t, tr, e.url, "TOXI-RESET-BEFORE", app)
-	if o.Disposition != DeadLetter || o.Attempts != 4 || !strings.HasPrefix(o.Reason, "transport:") {
+	if o.Disposition != grantretry.DeadLetter || o.Attempts != 4 || !strings.HasPrefix(o.Reason, "transport:") {
 		t.Errorf("outcome %+v, want dead_letter after 4 transport failures", o)
 	}
 	checkTook(t, took, deadline)
@@ -291,10 +239,10 @@ func TestToxiResetAfterApplyIsNotAppliedTwice(t *testing.T) {
 		return resp, err
 	})
 	const deadline = 2 * time.Second
-	tr := New(inner, toxiOpts(3, deadline, 500*time.Millisecond)...)
+	tr := grantretry.New(inner, toxiOpts(3, deadline, 500*time.Millisecond)...)
 	app := `{"application":"reset-after"}`
 	o, body, took, readErr := submit(t, tr, e.url, "TOXI-RESET-AFTER", app)
-	if o.Disposition != Succeeded || o.Attempts != 2 || body != "ok" || readErr != nil {
+	if o.Disposition != grantretry.Succeeded || o.Attempts != 2 || body != "ok" || readErr != nil {
 		t.Errorf("outcome %+v body %q (%v), want succeeded on the second attempt; first attempt: %v",
 			o, body, readErr, firstErr.Load())
 	}
@@ -315,10 +263,10 @@ func TestToxiLatencyBeyondAttemptTimeout(t *testing.T) {
 	e.toxic(t, `{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":400}}`)
 	const deadline = 700 * time.Millisecond
 	checkEndsOnTime(t, deadline, toxiBackoffCap, func(i int) time.Duration {
-		tr := New(e.inner, toxiOpts(10, deadline, 80*time.Millisecond)...)
+		tr := grantretry.New(e.inner, toxiOpts(10, deadline, 80*time.Millisecond)...)
 		app := fmt.Sprintf(`{"application":"latency-%d"}`, i)
 		o, _, took, _ := submit(t, tr, e.url, fmt.Sprint("TOXI-LATENCY-", i), app)
-		if o.Disposition != DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" || o.StopReason != StopDeadline {
+		if o.Disposition != grantretry.DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" || o.StopReason != grantretry.StopDeadline {
 			t.Errorf("outcome %+v, want dead_letter by its deadline after several timed-out attempts", o)
 		}
 		checkTook(t, took, deadline)
@@ -341,10 +289,10 @@ func TestToxiBodyCutMidStream(t *testing.T) {
 	e := newToxiEnv(t, strings.Repeat("r", 2000))
 	e.toxic(t, `{"name":"cut","type":"limit_data","stream":"downstream","attributes":{"bytes":600}}`)
 	const deadline = time.Second
-	tr := New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
+	tr := grantretry.New(e.inner, toxiOpts(3, deadline, 200*time.Millisecond)...)
 	app := `{"application":"cut-body"}`
 	o, body, took, readErr := submit(t, tr, e.url, "TOXI-CUT", app)
-	if o.Disposition != Succeeded || o.Attempts != 1 {
+	if o.Disposition != grantretry.Succeeded || o.Attempts != 1 {
 		t.Errorf("outcome %+v, want succeeded after 1 attempt", o)
 	}
 	if !errors.Is(readErr, io.ErrUnexpectedEOF) || len(body) >= 2000 {
@@ -364,10 +312,10 @@ func TestToxiSlowTrickle(t *testing.T) {
 	e := newToxiEnv(t, "ok")
 	e.toxic(t, `{"name":"trickle","type":"bandwidth","stream":"upstream","attributes":{"rate":1}}`)
 	const deadline = 600 * time.Millisecond
-	tr := New(e.inner, toxiOpts(2, deadline, 150*time.Millisecond)...)
+	tr := grantretry.New(e.inner, toxiOpts(2, deadline, 150*time.Millisecond)...)
 	app := `{"application":"trickle","pad":"` + strings.Repeat("p", 300) + `"}`
 	o, _, took, _ := submit(t, tr, e.url, "TOXI-TRICKLE", app)
-	if o.Disposition != DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" {
+	if o.Disposition != grantretry.DeadLetter || o.Attempts < 2 || o.Reason != "transport:timeout" {
 		t.Errorf("outcome %+v, want dead_letter after timed-out attempts", o)
 	}
 	checkTook(t, took, deadline)
@@ -399,10 +347,10 @@ func TestToxiAcceptsAndNeverAnswers(t *testing.T) {
 	// Only the deadline's timer ends the call, and it starts after
 	// RoundTrip does: no run may end before the deadline at all.
 	checkEndsOnTime(t, deadline, 0, func(i int) time.Duration {
-		tr := New(e.inner, toxiOpts(3, deadline, 0)...)
+		tr := grantretry.New(e.inner, toxiOpts(3, deadline, 0)...)
 		app := fmt.Sprintf(`{"application":"silent-%d"}`, i)
 		o, _, took, _ := submit(t, tr, e.url, fmt.Sprint("TOXI-SILENT-", i), app)
-		if o.Disposition != DeadLetter || o.Attempts != 1 || o.StopReason != StopDeadline {
+		if o.Disposition != grantretry.DeadLetter || o.Attempts != 1 || o.StopReason != grantretry.StopDeadline {
 			t.Errorf("outcome %+v, want dead_letter by its deadline after the one hung attempt", o)
 		}
 		checkTook(t, took, deadline)
@@ -421,10 +369,10 @@ func TestToxiBandwidthLimitStillSucceeds(t *testing.T) {
 	e.toxic(t, `{"name":"down","type":"bandwidth","stream":"downstream","attributes":{"rate":100}}`)
 	e.toxic(t, `{"name":"up","type":"bandwidth","stream":"upstream","attributes":{"rate":100}}`)
 	const deadline = 2 * time.Second
-	tr := New(e.inner, toxiOpts(3, deadline, time.Second)...)
+	tr := grantretry.New(e.inner, toxiOpts(3, deadline, time.Second)...)
 	app := `{"application":"bandwidth","pad":"` + strings.Repeat("q", 2000) + `"}`
 	o, body, took, readErr := submit(t, tr, e.url, "TOXI-BANDWIDTH", app)
-	if o.Disposition != Succeeded || o.Attempts != 1 || body != want || readErr != nil {
+	if o.Disposition != grantretry.Succeeded || o.Attempts != 1 || body != want || readErr != nil {
 		t.Errorf("outcome %+v, %d bytes (%v), want succeeded after 1 attempt with the whole body", o, len(body), readErr)
 	}
 	checkTook(t, took, deadline)
@@ -470,9 +418,9 @@ func TestToxiFlappingFunder(t *testing.T) {
 		e.proxy.Start() // up again, if the last cycle left it down (an error says it is up)
 	}()
 
-	tr := New(e.inner, toxiOpts(30, deadline, 200*time.Millisecond)...)
+	tr := grantretry.New(e.inner, toxiOpts(30, deadline, 200*time.Millisecond)...)
 	type result struct {
-		o    Outcome
+		o    grantretry.Outcome
 		took time.Duration
 	}
 	results := make([]result, calls)
@@ -487,18 +435,18 @@ func TestToxiFlappingFunder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	dispositions := map[Disposition]int{}
+	dispositions := map[grantretry.Disposition]int{}
 	attempts := 0
 	for i, r := range results {
 		dispositions[r.o.Disposition]++
 		attempts += r.o.Attempts
-		if r.o.Disposition != Succeeded && r.o.Disposition != DeadLetter {
+		if r.o.Disposition != grantretry.Succeeded && r.o.Disposition != grantretry.DeadLetter {
 			t.Errorf("call %d: outcome %+v, want succeeded or dead_letter", i, r.o)
 		}
 		checkTook(t, r.took, deadline)
 		e.checkEffects(t, fmt.Sprintf(`{"application":"flap-%d"}`, i), r.o)
 	}
-	if dispositions[Succeeded] == 0 {
+	if dispositions[grantretry.Succeeded] == 0 {
 		t.Errorf("dispositions %v: no call succeeded against a funder up half the time", dispositions)
 	}
 	t.Logf("%d calls, %d attempts: %v", calls, attempts, dispositions)
