@@ -9,6 +9,7 @@
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
+//	grantretry-fleet schema (migrate | drop [-yes]) [-pg DSN]
 //	grantretry-fleet sim [flags]
 //
 // The DSN comes from -pg or GRANTRETRY_PG_DSN. Errors go to standard
@@ -49,6 +50,8 @@ Commands:
   deadletter redeliver
                     claim each letter under a lease just before sending it again
   deadletter drain  move the letters of fallback directories into the database
+  schema migrate    create the fleet's tables and functions (fleet.Migrate)
+  schema drop       remove them, and everything they hold (fleet.Drop)
   sim               the fleet storm: P Transports sharing a database vs
                     P with local state (see docs/fleet.md)
 
@@ -100,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runAudit(args[1:], stdout)
 	case "deadletter":
 		err = runDeadLetter(args[1:], stdout, stderr)
+	case "schema":
+		err = runSchema(args[1:], stdout)
 	case "sim":
 		err = runSim(args[1:], stdout, stderr)
 	default:
