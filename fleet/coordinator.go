@@ -66,7 +66,7 @@ func withDefaults(p grantretry.FleetPolicy) grantretry.FleetPolicy {
 // lock until the writer before them has committed: with a flush per
 // commit they queued about 0.4 ms each on this project's machine, so a
 // burst of 32 failures took over 10 ms and most reports were cut at the
-// Transport's 5 ms limit (docs/fleet.md, "Measured figures"). The row is
+// Transport's 5 ms limit (bench/results/README.md). The row is
 // soft state: a crash loses at most the last few hundred milliseconds of
 // counts and tokens (wal_writer_delay), after which a breaker may count a
 // few failures again or a budget hold a few tokens more. The letters and
@@ -903,12 +903,11 @@ func (c *Coordinator) deposit(ctx context.Context) {
 //     process still holds the successes of its last second, made while
 //     the bucket was full: they add nothing, where added after the first
 //     withdrawals they refilled the bucket once per process (7-15
-//     retries in the outage where a single process makes 4). Until
-//     2026-12-01 a deposit added its tokens only if no withdrawal came
-//     after its last success, which at a funder failing a few calls in a
-//     hundred dropped about half of the deposits, and the shared bucket
-//     let a third as many retries through as one process's at 5% failing
-//     ("Under partial failure" in docs/fleet.md).
+//     retries in the outage where a single process makes 4). Adding a
+//     deposit's tokens only when no withdrawal came after its last
+//     success would drop about half of the deposits at a funder failing
+//     a few calls in a hundred (the partial-failure figures in
+//     docs/fleet.md).
 //
 // A deposit that would change neither leaves the row alone: it neither
 // writes it nor, when the row's committed state already shows it stale,

@@ -168,3 +168,41 @@ func GrantStatements(role string) []string {
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON grantretry_hosts TO " + r,
 	}
 }
+
+// dropSchema removes everything schema creates. Dropping a table drops
+// its index and its triggers; the trigger function goes after them.
+const dropSchema = `
+DROP TABLE IF EXISTS grantretry_letters, grantretry_trail, grantretry_hosts;
+DROP FUNCTION IF EXISTS grantretry_trail_append_only();
+DROP FUNCTION IF EXISTS grantretry_level_at(timestamptz[], double precision[], timestamptz, double precision);
+DROP FUNCTION IF EXISTS grantretry_credit(timestamptz[], double precision[], timestamptz, double precision, double precision);
+`
+
+// Drop removes what Migrate created, with everything in it: the waiting
+// and the redelivered letters, every writer's audit trail and the hosts'
+// shared breakers and budgets. It is the undo of Migrate, for a database
+// that tried fleet mode out or no longer serves a fleet; stop the fleet's
+// processes first (Drop waits for the locks their statements hold, as
+// long as ctx lets it). It runs, in one transaction under Migrate's
+// advisory lock, as the role that owns the tables:
+//
+//	DROP TABLE IF EXISTS grantretry_letters, grantretry_trail, grantretry_hosts;
+//	DROP FUNCTION IF EXISTS grantretry_trail_append_only();
+//	DROP FUNCTION IF EXISTS grantretry_level_at(timestamptz[], double precision[], timestamptz, double precision);
+//	DROP FUNCTION IF EXISTS grantretry_credit(timestamptz[], double precision[], timestamptz, double precision, double precision);
+//
+// The trail's trigger refuses DELETE and TRUNCATE, not DROP TABLE: an
+// audit trail that must be kept is kept by not running Drop, and by the
+// application role's grants (GrantStatements gives it no DROP). On a
+// database where Migrate never ran, Drop does nothing and returns nil.
+func Drop(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
+			return fmt.Errorf("grantretry: fleet: drop: %w", err)
+		}
+		if _, err := tx.Exec(ctx, dropSchema); err != nil {
+			return fmt.Errorf("grantretry: fleet: drop: %w", err)
+		}
+		return nil
+	})
+}

@@ -9,6 +9,7 @@
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
+//	grantretry-fleet schema (migrate | drop [-yes]) [-pg DSN]
 //	grantretry-fleet sim [flags]
 //	grantretry-fleet version
 //
@@ -51,6 +52,8 @@ Commands:
   deadletter redeliver
                     claim each letter under a lease just before sending it again
   deadletter drain  move the letters of fallback directories into the database
+  schema migrate    create the fleet's tables and functions (fleet.Migrate)
+  schema drop       remove them, and everything they hold (fleet.Drop)
   sim               the fleet storm: P Transports sharing a database vs
                     P with local state (see docs/fleet.md)
   version           print the version it was built from (also -version)
@@ -108,6 +111,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runAudit(args[1:], stdout)
 	case "deadletter":
 		err = runDeadLetter(args[1:], stdout, stderr)
+	case "schema":
+		err = runSchema(args[1:], stdout)
 	case "sim":
 		err = runSim(args[1:], stdout, stderr)
 	default:
