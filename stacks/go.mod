@@ -5,7 +5,9 @@ go 1.26.0
 replace github.com/grantretry/grantretry => ../
 
 require (
+	github.com/go-resty/resty/v2 v2.17.2
 	github.com/grantretry/grantretry v0.0.0-00010101000000-000000000000
+	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/oapi-codegen/runtime v1.9.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0
 	go.opentelemetry.io/otel v1.40.0
@@ -27,5 +29,6 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.40.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
+	golang.org/x/net v0.43.0 // indirect
 	golang.org/x/sys v0.40.0 // indirect
 )
