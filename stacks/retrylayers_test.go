@@ -88,9 +88,11 @@ func TestRetryableHTTPOutsideMultiplies(t *testing.T) {
 		}
 		// grantretry's breaker opened on the fifth failed call: the next
 		// call is refused five times over, sending nothing.
+		var tries int
+		c.RequestLogHook = func(retryablehttp.Logger, *http.Request, int) { tries++ }
 		_, err = retryablePost(t, c, f.url(), "GRANT-43")
-		if !errors.Is(err, grantretry.ErrCircuitOpen) || len(f.requests()) != 9 {
-			t.Fatalf("second call: %v, %d requests in all; want circuit_open and still 9", err, len(f.requests()))
+		if !errors.Is(err, grantretry.ErrCircuitOpen) || tries != 5 || len(f.requests()) != 9 {
+			t.Fatalf("second call: %v after %d tries, %d requests in all; want circuit_open after 5 and still 9", err, tries, len(f.requests()))
 		}
 	})
 	t.Run("throttle and breaker off", func(t *testing.T) {
