@@ -192,3 +192,34 @@ func TestTokenFetchThroughGrantretryIsTreatedAsAFunderCall(t *testing.T) {
 		t.Fatalf("its own client stamped Idempotency-Key %q", h.Get(grantretry.HeaderIdempotencyKey))
 	}
 }
+
+// Left to auto-detect the AuthStyle, oauth2 sends a failed token fetch a
+// second time in the other style: 2 requests through a plain client, and
+// 6 through grantretry (a call of 5 attempts, then a call whose retries
+// the retry throttle refuses).
+func TestTokenAuthStyleAutoDetectionSendsAFailedFetchTwice(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		client func() *http.Client
+		want   int64
+	}{
+		{"a plain client", func() *http.Client { return &http.Client{} }, 2},
+		{"a grantretry client", func() *http.Client {
+			return &http.Client{Transport: grantretry.New(nil, grantretry.WithClock(&stepClock{now: testClock}))}
+		}, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tokens := newTokenEndpoint(t)
+			tokens.down.Store(true)
+			client := c.client()
+			defer client.CloseIdleConnections()
+			cfg := clientcredentials.Config{ClientID: "pipeline", ClientSecret: "s3cret", TokenURL: tokens.url()}
+			if _, err := cfg.Token(context.WithValue(context.Background(), oauth2.HTTPClient, client)); err == nil {
+				t.Fatal("a token from an endpoint that is down")
+			}
+			if n := tokens.asked.Load(); n != c.want {
+				t.Fatalf("the token endpoint was asked %d times, want %d", n, c.want)
+			}
+		})
+	}
+}

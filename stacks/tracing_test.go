@@ -14,9 +14,7 @@ import (
 )
 
 // newTracedFunderClient puts otelhttp outside grantretry: one client span
-// per call, whose traceparent goes out on every attempt. Without
-// WithPropagators otelhttp injects with the global propagator, which
-// sends nothing until the program sets one.
+// per call, whose traceparent goes out on every attempt.
 func newTracedFunderClient(tp trace.TracerProvider, base http.RoundTripper, opts ...grantretry.Option) *http.Client {
 	return &http.Client{Transport: otelhttp.NewTransport(grantretry.New(base, opts...),
 		otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}))}
