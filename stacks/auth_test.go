@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,44 +37,12 @@ func newTokenSource(ctx context.Context, tokenURL, clientID, secret string) oaut
 	return cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, tokenClient))
 }
 
-// tokenEndpoint is a client-credentials token endpoint on 127.0.0.1 whose
-// tokens last an hour; it answers 503 while down is set, and keeps the
-// headers of every request it received.
-type tokenEndpoint struct {
-	srv   *httptest.Server
-	down  atomic.Bool
-	asked atomic.Int64
-	got   chan http.Header
-}
-
-func newTokenEndpoint(t *testing.T) *tokenEndpoint {
-	te := &tokenEndpoint{got: make(chan http.Header, 64)}
-	te.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := te.asked.Add(1)
-		te.got <- r.Header.Clone()
-		if te.down.Load() {
-			http.Error(w, "token service unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
-			http.Error(w, "bad grant", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":3600}`, n)
-	}))
-	t.Cleanup(te.srv.Close)
-	return te
-}
-
-func (te *tokenEndpoint) url() string { return te.srv.URL + "/token" }
-
 // With oauth2.Transport outside grantretry, one call to a funder that
 // answers 503, 503, 201 asks the token endpoint once, and its three
 // attempts carry the same token and the same Idempotency-Key; a second
 // call reuses the token; no audit line holds it.
 func TestAuthOutsideOneTokenPerCall(t *testing.T) {
-	tokens := newTokenEndpoint(t)
+	tokens := newTokenServer(t, 3600)
 	f := newFunder(t, http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusCreated)
 	core, logs := observer.New(zap.InfoLevel)
 	client, tr := newAuthedFunderClient(newTokenSource(context.Background(), tokens.url(), "pipeline", "s3cret"), nil,
@@ -122,7 +88,7 @@ func TestAuthOutsideOneTokenPerCall(t *testing.T) {
 // nothing, and the error is oauth2's, not a *grantretry.Error, so no
 // dead letter is kept for it. The caller requeues it.
 func TestAuthOutsideTokenEndpointDownFailsBeforeGrantretry(t *testing.T) {
-	tokens := newTokenEndpoint(t)
+	tokens := newTokenServer(t, 3600)
 	tokens.down.Store(true)
 	f := newFunder(t, http.StatusCreated)
 	client, tr := newAuthedFunderClient(newTokenSource(context.Background(), tokens.url(), "pipeline", "s3cret"), nil)
@@ -148,7 +114,7 @@ func TestAuthOutsideTokenEndpointDownFailsBeforeGrantretry(t *testing.T) {
 // Idempotency-Key and correlation id, and writes its attempts and its
 // disposition to the funder's audit log. Its own client asks once.
 func TestTokenFetchThroughGrantretryIsTreatedAsAFunderCall(t *testing.T) {
-	tokens := newTokenEndpoint(t)
+	tokens := newTokenServer(t, 3600)
 	tokens.down.Store(true)
 	core, logs := observer.New(zap.InfoLevel)
 	gr := grantretry.New(nil, grantretry.WithLogger(zap.New(core)), grantretry.WithClock(&stepClock{now: testClock}))
@@ -209,7 +175,7 @@ func TestTokenAuthStyleAutoDetectionSendsAFailedFetchTwice(t *testing.T) {
 		}, 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tokens := newTokenEndpoint(t)
+			tokens := newTokenServer(t, 3600)
 			tokens.down.Store(true)
 			client := c.client()
 			defer client.CloseIdleConnections()

@@ -12,7 +12,7 @@ import (
 // as it is (the next call reuses its connection), and the
 // *grantretry.Transport's closes it (the next call dials again).
 func TestCloseIdleConnectionsThroughAWrapper(t *testing.T) {
-	tokens := newTokenEndpoint(t)
+	tokens := newTokenServer(t, 3600)
 	f := newFunder(t, http.StatusCreated)
 	base, dials := dialCounting(t)
 	ctx, tokenURL, secret := context.Background(), tokens.url(), "s3cret"
