@@ -3,6 +3,7 @@ package stacks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -43,20 +44,23 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // tokenServer is a client-credentials token endpoint on 127.0.0.1 that can
-// answer 503, or be closed and opened again on the same address. Its
-// tokens expire at once (oauth2 takes a token due within 10 s as expired),
-// so that every call asks it again, as calls do once a long-lived token
-// runs out in an outage.
+// answer 503, or be closed and opened again on the same address. Its n-th
+// token is "tok-n", and lasts lifetime seconds: oauth2 takes a token due
+// within 10 s as expired, so with a lifetime of 1 every call asks it
+// again, as calls do once a long-lived token runs out in an outage. It
+// keeps the headers of the requests it received (the first 64).
 type tokenServer struct {
-	t     *testing.T
-	addr  string
-	srv   *httptest.Server
-	down  atomic.Bool // answer 503
-	asked atomic.Int64
+	t        *testing.T
+	addr     string
+	lifetime int
+	srv      *httptest.Server
+	down     atomic.Bool // answer 503
+	asked    atomic.Int64
+	got      chan http.Header
 }
 
-func newTokenServer(t *testing.T) *tokenServer {
-	ts := &tokenServer{t: t}
+func newTokenServer(t *testing.T, lifetime int) *tokenServer {
+	ts := &tokenServer{t: t, lifetime: lifetime, got: make(chan http.Header, 64)}
 	ts.start(nil)
 	ts.addr = ts.srv.Listener.Addr().String()
 	t.Cleanup(func() { ts.srv.Close() })
@@ -67,7 +71,11 @@ func (ts *tokenServer) url() string { return "http://" + ts.addr + "/token" }
 
 func (ts *tokenServer) start(l net.Listener) {
 	ts.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ts.asked.Add(1)
+		n := ts.asked.Add(1)
+		select {
+		case ts.got <- r.Header.Clone():
+		default:
+		}
 		if ts.down.Load() {
 			http.Error(w, "token service unavailable", http.StatusServiceUnavailable)
 			return
@@ -77,7 +85,7 @@ func (ts *tokenServer) start(l net.Listener) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"access_token":"tok","token_type":"Bearer","expires_in":1}`)
+		fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":%d}`, n, ts.lifetime)
 	}))
 	if l != nil {
 		ts.srv.Listener.Close()
@@ -117,14 +125,14 @@ func TestOAuth2TokenEndpointDownIsNotChargedToTheFunder(t *testing.T) {
 			funder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				funderGot.Add(1)
 				io.Copy(io.Discard, r.Body)
-				if r.Header.Get("Authorization") != "Bearer tok" {
+				if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-") {
 					http.Error(w, "no token", http.StatusUnauthorized)
 					return
 				}
 				io.WriteString(w, `{"status":"received"}`)
 			}))
 			defer funder.Close()
-			tokens := newTokenServer(t)
+			tokens := newTokenServer(t, 1)
 
 			tokenClient := &http.Client{Transport: &http.Transport{}}
 			defer tokenClient.CloseIdleConnections()
