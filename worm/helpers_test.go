@@ -5,153 +5,26 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/grantretry/grantretry/trail"
+	"github.com/grantretry/grantretry/worm/internal/s3test"
 )
-
-// The tests run against a real S3 server with Object Lock: the one
-// GRANTRETRY_S3_ENDPOINT names (with GRANTRETRY_S3_BUCKET, a bucket made
-// with Object Lock, and the AWS_* credentials), else a versitygw the
-// tests start themselves if they find its binary (GRANTRETRY_VERSITYGW,
-// the CI cache, or PATH). Without either they skip, unless CI or
-// GRANTRETRY_S3_REQUIRED asks for them: then a skip is a failure.
-
-var gw struct {
-	once     sync.Once
-	cmd      *exec.Cmd
-	dir      string
-	endpoint string
-	bucket   string
-	err      error
-}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if gw.cmd != nil {
-		gw.cmd.Process.Kill()
-		gw.cmd.Wait()
-		os.RemoveAll(gw.dir)
-	}
+	s3test.Stop()
 	os.Exit(code)
-}
-
-func s3Required() bool {
-	return os.Getenv("CI") != "" || os.Getenv("GRANTRETRY_S3_REQUIRED") != ""
-}
-
-// s3Endpoint returns the endpoint and bucket the tests use, starting a
-// versitygw if need be; it skips or fails the test if there is none.
-func s3Endpoint(t testing.TB) (string, string) {
-	t.Helper()
-	if e := os.Getenv("GRANTRETRY_S3_ENDPOINT"); e != "" {
-		b := os.Getenv("GRANTRETRY_S3_BUCKET")
-		if b == "" {
-			t.Fatal("GRANTRETRY_S3_ENDPOINT is set without GRANTRETRY_S3_BUCKET")
-		}
-		return e, b
-	}
-	gw.once.Do(startGateway)
-	if gw.err != nil {
-		if s3Required() {
-			t.Fatalf("an S3 server is required (CI or GRANTRETRY_S3_REQUIRED): %v", gw.err)
-		}
-		t.Skipf("no S3 server: %v (set GRANTRETRY_S3_ENDPOINT, or put versitygw on PATH)", gw.err)
-	}
-	return gw.endpoint, gw.bucket
-}
-
-func versitygwPath() (string, error) {
-	if p := os.Getenv("GRANTRETRY_VERSITYGW"); p != "" {
-		return p, nil
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	if p := filepath.Join(cache, "grantretry", "bin", "versitygw"); fileExists(p) {
-		return p, nil
-	}
-	return exec.LookPath("versitygw")
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// startGateway starts versitygw on a free loopback port, with a posix
-// backend and versioning (which Object Lock needs) in a temporary
-// directory, and makes a bucket with Object Lock.
-func startGateway() {
-	bin, err := versitygwPath()
-	if err != nil {
-		gw.err = err
-		return
-	}
-	gw.dir, err = os.MkdirTemp("", "worm-versitygw-")
-	if err != nil {
-		gw.err = err
-		return
-	}
-	data, versions := filepath.Join(gw.dir, "data"), filepath.Join(gw.dir, "versions")
-	os.Mkdir(data, 0o700)
-	os.Mkdir(versions, 0o700)
-	addr := freePort()
-	os.Setenv("AWS_ACCESS_KEY_ID", "worm-test")
-	os.Setenv("AWS_SECRET_ACCESS_KEY", "worm-test-secret")
-	os.Setenv("AWS_REGION", "us-east-1")
-	gw.cmd = exec.Command(bin, "--port", addr, "--quiet", "--access", "worm-test", "--secret", "worm-test-secret",
-		"posix", "--versioning-dir", versions, data)
-	gw.cmd.Stdout, gw.cmd.Stderr = os.Stderr, os.Stderr
-	if gw.err = gw.cmd.Start(); gw.err != nil {
-		gw.cmd = nil
-		return
-	}
-	gw.endpoint, gw.bucket = "http://"+addr, "worm-test"
-	for i := 0; i < 200; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			gw.err = createLockedBucket(context.Background(), gw.endpoint, gw.bucket)
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // the server starting, not a backoff
-	}
-	gw.err = fmt.Errorf("versitygw did not listen on %s", addr)
-}
-
-func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func createLockedBucket(ctx context.Context, endpoint, bucket string) error {
-	st, err := NewStore(ctx, StoreConfig{Endpoint: endpoint, Bucket: bucket})
-	if err != nil {
-		return err
-	}
-	_, err = st.c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)})
-	return err
 }
 
 // testStore returns a Store under a prefix of the test's own.
 func testStore(t testing.TB) *Store {
 	t.Helper()
-	endpoint, bucket := s3Endpoint(t)
+	endpoint, bucket := s3test.Endpoint(t)
 	var b [6]byte
 	rand.Read(b[:])
 	prefix := "test/" + StreamName(t.Name()) + "-" + hex.EncodeToString(b[:])

@@ -414,10 +414,10 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 // brokenSource is a local record that does not continue its stream's
 // chain: it is not shipped, nor is anything after it.
 type brokenSource struct {
-	stream, file  string
-	line          int
-	seq           uint64
-	problem       string
+	stream, file string
+	line         int
+	seq          uint64
+	problem      string
 }
 
 func (e *brokenSource) Error() string {
