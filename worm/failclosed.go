@@ -45,10 +45,13 @@ func (f *failClosed) Err() error {
 		return *p
 	}
 	b := f.s.Backlog()
-	if b.Records == 0 || b.Age <= f.bound {
+	if b.Age <= f.bound {
 		return nil
 	}
 	err := fmt.Errorf("%w: %d records, the oldest read %s ago (the bound is %s)", ErrUnanchored, b.Records, b.Age.Round(time.Millisecond), f.bound)
+	if b.Unpositioned > 0 {
+		err = fmt.Errorf("%w: %d streams not read for %s, the store not answering where they stand (the bound is %s)", ErrUnanchored, b.Unpositioned, b.Age.Round(time.Millisecond), f.bound)
+	}
 	if b.Err != nil {
 		err = fmt.Errorf("%w; the store: %v", err, b.Err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry/trail"
-	"github.com/grantretry/grantretry/worm/internal/s3test"
+	"github.com/grantretry/grantretry/worm/s3test"
 )
 
 func TestMain(m *testing.M) {

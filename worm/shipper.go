@@ -114,6 +114,10 @@ type Backlog struct {
 	Records int
 	// Segments sealed and queued.
 	Segments int
+	// Unpositioned counts the streams whose records are not read yet
+	// because where they stand in the store is not known (a first start
+	// while the store is down); Oldest counts from the first try.
+	Unpositioned int
 	// Oldest is when the oldest record not anchored was read; zero if
 	// there is none. Age is how long ago that was.
 	Oldest time.Time
@@ -153,6 +157,8 @@ type Shipper struct {
 	queue          []*queued
 	heartbeats     []string
 	open           map[string]openInfo
+	unpositioned   map[string]time.Time // streams whose position is not known, since when
+	cpLast         map[string]time.Time // the time of each stream's last checkpoint key
 	anchored       map[string]chainState
 	lastCheckpoint map[string]time.Time
 	failures       int
@@ -218,6 +224,7 @@ func NewShipper(o Options) (*Shipper, error) {
 		enc:     zapcore.NewJSONEncoder(grantretry.AuditEncoderConfig()),
 		streams: map[string]*stream{}, initial: states,
 		notify: make(chan struct{}, 1), open: map[string]openInfo{},
+		unpositioned: map[string]time.Time{}, cpLast: map[string]time.Time{},
 		anchored: map[string]chainState{}, lastCheckpoint: map[string]time.Time{},
 	}
 	if s.clock == nil {
@@ -316,6 +323,10 @@ func (s *Shipper) backlogLocked(now time.Time) Backlog {
 		b.Records += q.records
 		older(q.readAt)
 	}
+	for _, since := range s.unpositioned {
+		b.Unpositioned++
+		older(since)
+	}
 	for _, o := range s.open {
 		if o.records > 0 {
 			b.Records += o.records
@@ -368,9 +379,18 @@ func (s *Shipper) poll(ctx context.Context, sealAll bool) {
 func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 	if !st.ready {
 		if err := s.position(ctx, st); err != nil {
+			now := s.clock.Now()
+			s.mu.Lock()
+			if _, ok := s.unpositioned[st.name]; !ok {
+				s.unpositioned[st.name] = now
+			}
+			s.mu.Unlock()
 			s.log.Warn("grantretry: worm: where the stream stands in the store", zap.String("stream", st.name), zap.Error(err))
 			return
 		}
+		s.mu.Lock()
+		delete(s.unpositioned, st.name)
+		s.mu.Unlock()
 	}
 	err := s.o.Source.Scan(ctx, st.name, st.read.seq, func(rec []byte, file string, line int) error {
 		now := s.clock.Now()
@@ -695,7 +715,7 @@ func (s *Shipper) uploadSegment(ctx context.Context, q *queued) error {
 	if err := s.put(ctx, key, data, "application/x-ndjson", meta); err != nil {
 		return err
 	}
-	now := s.clock.Now()
+	now := s.checkpointTime(q.stream)
 	cp := checkpoint{Stream: q.stream, Seq: q.last, Hash: hexHash(q.hash), Time: now.UTC(), Kind: kindSegment}
 	if err := s.put(ctx, checkpointKey(st.prefix, q.stream, q.last, now), cp.encode(), "application/json", nil); err != nil {
 		return err
@@ -745,8 +765,21 @@ func (s *Shipper) uploadHeartbeat(ctx context.Context, stream string) error {
 	return s.writeCheckpoint(ctx, stream, kindHeartbeat)
 }
 
-func (s *Shipper) writeCheckpoint(ctx context.Context, stream, kind string) error {
+// checkpointTime is the time of stream's next checkpoint: now, or just
+// after its last one, so that no two have the same name.
+func (s *Shipper) checkpointTime(stream string) time.Time {
 	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last := s.cpLast[stream]; !now.After(last) {
+		now = last.Add(time.Nanosecond)
+	}
+	s.cpLast[stream] = now
+	return now
+}
+
+func (s *Shipper) writeCheckpoint(ctx context.Context, stream, kind string) error {
+	now := s.checkpointTime(stream)
 	s.mu.Lock()
 	cs := s.anchored[stream]
 	s.mu.Unlock()
@@ -842,7 +875,8 @@ func (s *Shipper) line(level zapcore.Level, msg string, now time.Time, fields ..
 		return
 	}
 	defer buf.Free()
-	if _, err := s.o.Audit.Write(buf.Bytes()); err == nil {
+	_, err = s.o.Audit.Write(buf.Bytes())
+	if err == nil {
 		err = s.o.Audit.Sync()
 	}
 	if err != nil {

@@ -120,16 +120,6 @@ func isStatus(err error, code int) bool {
 	return err != nil && errors.As(err, &re) && re.HTTPStatusCode() == code
 }
 
-// isNotFound reports whether err is S3's answer for a key or version that
-// is not there.
-func isNotFound(err error) bool {
-	var ae smithy.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound" || ae.ErrorCode() == "NoSuchVersion") {
-		return true
-	}
-	return isStatus(err, http.StatusNotFound)
-}
-
 // object is one version of an object, or a delete marker.
 type object struct {
 	key, version string
