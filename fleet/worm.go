@@ -82,4 +82,3 @@ func (s *TrailSource) Scan(ctx context.Context, stream string, after uint64, fn 
 		}
 	}
 }
-

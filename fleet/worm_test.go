@@ -87,4 +87,3 @@ func TestTrailShipsPerWriter(t *testing.T) {
 		t.Fatalf("problem %v, want the edit of writer-b seq %d in %s", p, seq, TrailTable)
 	}
 }
-
