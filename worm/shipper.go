@@ -396,7 +396,7 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 		now := s.clock.Now()
 		l, problem := linkProblem(s.h, st.read, rec)
 		if problem != "" {
-			return &brokenSource{stream: st.name, file: file, line: line, seq: max(l.Seq, st.read.seq+1), problem: problem}
+			return &brokenSource{stream: st.name, file: file, line: line, seq: max(l.seq, st.read.seq+1), problem: problem}
 		}
 		if st.records > 0 && len(st.buf)+len(rec)+1 > s.o.SegmentSize {
 			if err := s.seal(st); err != nil {
@@ -404,11 +404,11 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 			}
 		}
 		if st.records == 0 {
-			st.first, st.prev, st.at = l.Seq, l.Prev, now
+			st.first, st.prev, st.at = l.seq, l.prev, now
 		}
 		st.buf = append(append(st.buf, rec...), '\n')
 		st.records++
-		st.read = chainState{seq: l.Seq, hash: l.Hash}
+		st.read = chainState{seq: l.seq, hash: l.hash}
 		s.setOpen(st)
 		return nil
 	})

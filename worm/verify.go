@@ -591,14 +591,14 @@ func (c *localCompare) finish(st chainState, rep *StreamReport) {
 		}
 		l, problem := linkProblem(c.v.h, st, r.data)
 		if problem != "" {
-			c.v.problem(Problem{Kind: ProblemLocalChain, Stream: c.stream, Seq: max(l.Seq, st.seq+1), File: r.file, Line: r.line,
+			c.v.problem(Problem{Kind: ProblemLocalChain, Stream: c.stream, Seq: max(l.seq, st.seq+1), File: r.file, Line: r.line,
 				Text: "past the last anchor: " + problem})
 			return
 		}
 		if rep.AtRisk == 0 {
-			rep.AtRiskFrom = l.Seq
+			rep.AtRiskFrom = l.seq
 		}
 		rep.AtRisk++
-		st = chainState{seq: l.Seq, hash: l.Hash}
+		st = chainState{seq: l.seq, hash: l.hash}
 	}
 }
