@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"time"
-
 )
 
 // chainState is where a stream's chain stands: the seq and hash of its
