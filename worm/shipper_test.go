@@ -118,14 +118,14 @@ type proxy struct {
 	conns        map[net.Conn]bool
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+func newProxy(t testing.TB, target string) *proxy {
 	p := &proxy{addr: s3test.FreeAddr(), target: target, conns: map[net.Conn]bool{}}
 	p.up(t)
 	t.Cleanup(p.down)
 	return p
 }
 
-func (p *proxy) up(t *testing.T) {
+func (p *proxy) up(t testing.TB) {
 	l, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		t.Fatal(err)

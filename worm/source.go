@@ -226,7 +226,9 @@ func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
 	if _, err := fh.Seek(off, io.SeekStart); err != nil {
 		return fileEnd{}, fmt.Errorf("grantretry: worm: %w", err)
 	}
-	br := bufio.NewReaderSize(fh, 2<<20)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(fh)
+	defer readers.Put(br)
 	end := fileEnd{info: info, off: off, line: line}
 	for {
 		b, err := br.ReadSlice('\n')
@@ -258,6 +260,10 @@ func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
 		end.line++
 	}
 }
+
+// readers keeps the readers of Scan, whose buffer holds the longest
+// record, for the next Scan: a shipper scans every PollInterval.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 2<<20) }}
 
 // skipFiles returns the index of the first file that can hold the record
 // after seq after: every file before it starts at or before it, and so
