@@ -45,6 +45,10 @@ type Files struct {
 
 	mu  sync.Mutex // guards cur
 	cur cursor
+
+	// readers keeps Scan's readers, whose buffer holds the longest
+	// record, for the next Scan: a shipper scans every PollInterval.
+	readers sync.Pool
 }
 
 // cursor is where the last Scan stopped: just after the record seq, at
@@ -137,7 +141,7 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 	if !resumed && after > 0 {
 		start = skipFiles(files, after)
 	}
-	r := &scanRun{fn: fn, after: after, started: resumed}
+	r := &scanRun{fn: fn, after: after, started: resumed, readers: &f.readers}
 	for i := start; i < len(files); i++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -198,6 +202,7 @@ type scanRun struct {
 	after   uint64
 	started bool   // a record after after was passed: pass every line
 	last    uint64 // seq of the last record passed, 0 if none parsed
+	readers *sync.Pool
 }
 
 // fileEnd is where a file's scan stopped.
@@ -226,9 +231,12 @@ func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
 	if _, err := fh.Seek(off, io.SeekStart); err != nil {
 		return fileEnd{}, fmt.Errorf("grantretry: worm: %w", err)
 	}
-	br := readers.Get().(*bufio.Reader)
+	br, _ := r.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(fh, 2<<20)
+	}
 	br.Reset(fh)
-	defer readers.Put(br)
+	defer r.readers.Put(br)
 	end := fileEnd{info: info, off: off, line: line}
 	for {
 		b, err := br.ReadSlice('\n')
@@ -260,10 +268,6 @@ func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
 		end.line++
 	}
 }
-
-// readers keeps the readers of Scan, whose buffer holds the longest
-// record, for the next Scan: a shipper scans every PollInterval.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 2<<20) }}
 
 // skipFiles returns the index of the first file that can hold the record
 // after seq after: every file before it starts at or before it, and so
