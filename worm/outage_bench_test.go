@@ -55,7 +55,7 @@ func BenchmarkOutageCallLatency(b *testing.B) {
 			st = testStore(b)
 			via, _ := NewStore(context.Background(), StoreConfig{Endpoint: "http://" + p.addr, Bucket: bucket, Prefix: st.prefix})
 			src, _ := FollowFiles("", live)
-			s, err = NewShipper(Options{Store: via, Source: src, QueueDir: b.TempDir(), Audit: tr, Retention: testRetention, SegmentAge: time.Second})
+			s, err = NewShipper(Options{Store: via, Source: src, QueueDir: b.TempDir(), Audit: tr, Retention: testRetention})
 			if err != nil {
 				b.Fatal(err)
 			}
