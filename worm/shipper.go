@@ -158,6 +158,7 @@ type Shipper struct {
 	heartbeats     []string
 	open           map[string]openInfo
 	unpositioned   map[string]time.Time // streams whose position is not known, since when
+	posErr         error                // why, the last time
 	cpLast         map[string]time.Time // the time of each stream's last checkpoint key
 	anchored       map[string]chainState
 	lastCheckpoint map[string]time.Time
@@ -287,6 +288,9 @@ func (s *Shipper) Close(ctx context.Context) error {
 	if err := s.drain(ctx); err != nil {
 		return err
 	}
+	if b := s.Backlog(); b.Unpositioned > 0 {
+		return fmt.Errorf("grantretry: worm: %d streams not shipped: where they stand in the store could not be read (%v)", b.Unpositioned, s.positionErr())
+	}
 	if err := s.closeStreams(ctx); err != nil {
 		return err
 	}
@@ -384,6 +388,7 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 			if _, ok := s.unpositioned[st.name]; !ok {
 				s.unpositioned[st.name] = now
 			}
+			s.posErr = err
 			s.mu.Unlock()
 			s.log.Warn("grantretry: worm: where the stream stands in the store", zap.String("stream", st.name), zap.Error(err))
 			return
@@ -627,6 +632,12 @@ func (s *Shipper) drain(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+func (s *Shipper) positionErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.posErr
 }
 
 // backoff is the full-jitter wait after the current run of failures.

@@ -367,3 +367,20 @@ func TestFailClosedWhenTheStoreIsDownFromTheStart(t *testing.T) {
 	}
 	h.refusesPast(t, bound)
 }
+
+// Shipping once with the store down from the start reports that nothing
+// was shipped: where the stream stands could not be read.
+func TestShipOnceWithoutTheStoreFails(t *testing.T) {
+	dead, err := NewStore(context.Background(), StoreConfig{Endpoint: "http://" + s3test.FreeAddr(), Bucket: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := OpenFiles("", makeTrail(t, t.TempDir(), 5)...)
+	s, err := NewShipper(Options{Store: dead, Source: src, QueueDir: t.TempDir(), Clock: newStepClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err == nil {
+		t.Fatal("Close: nil, want the streams not shipped reported")
+	}
+}
