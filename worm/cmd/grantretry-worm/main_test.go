@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/grantretry/grantretry/trail"
+	"github.com/grantretry/grantretry/worm/s3test"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	s3test.Stop()
+	os.Exit(code)
+}
+
+func runCmd(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "-version"} {
+		code, out, _ := runCmd(arg)
+		if code != 0 || out != "grantretry-worm (devel)\n" {
+			t.Errorf("%s: exit %d, %q; want 0 and the module version, (devel) from a checkout", arg, code, out)
+		}
+	}
+}
+
+func TestMisuseExitsTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"ship", "-bucket", "b"},
+		{"verify", "x.jsonl"},
+		{"ship", "-nope", "-bucket", "b", "x"},
+		{"ship", "-follow", "-bucket", "b", "a", "b"},
+	} {
+		code, _, stderr := runCmd(args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, code, stderr)
+		}
+		if len(args) > 0 && !strings.HasPrefix(stderr, "grantretry-worm") && !strings.Contains(stderr, "flag provided but not defined") {
+			t.Errorf("%q: stderr %q, want it to start grantretry-worm:", args, stderr)
+		}
+	}
+}
+
+// ship then verify, as checks outside the repository run them; then a
+// record edited: exit 1, naming it.
+func TestShipVerifyAndTamper(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t)
+	var b [6]byte
+	rand.Read(b[:])
+	prefix := "cmd-" + hex.EncodeToString(b[:])
+	dir := t.TempDir()
+	live := filepath.Join(dir, "audit.jsonl")
+	tr, err := trail.Open(live, trail.Options{MaxFileSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		tr.Write([]byte(`{"level":"info","ts":"2026-12-01T10:00:00Z","msg":"grantretry.disposition","disposition":"succeeded","n":` + string(rune('0'+i%10)) + `}` + "\n"))
+	}
+	tr.Close()
+	files, _ := filepath.Glob(live + "*")
+	flags := []string{"-endpoint", endpoint, "-bucket", bucket, "-prefix", prefix, "-retention", "2h"}
+	if code, out, stderr := runCmd(append(append([]string{"ship"}, flags...), files...)...); code != 0 {
+		t.Fatalf("ship: exit %d\n%s%s", code, out, stderr)
+	}
+	vflags := append(flags[:6:6], "-min-retention", "1h")
+	code, out, stderr := runCmd(append(append([]string{"verify"}, vflags...), files...)...)
+	if code != 0 || !strings.Contains(out, "stream audit.jsonl: ") {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, stderr)
+	}
+	data, _ := os.ReadFile(live)
+	os.WriteFile(live, bytes.Replace(data, []byte(`"succeeded"`), []byte(`"abandoned"`), 1), 0o600)
+	code, out, stderr = runCmd(append(append([]string{"verify"}, vflags...), files...)...)
+	if code != 1 || !strings.Contains(out, "FAIL tampered: stream audit.jsonl seq ") || !strings.Contains(out, live+" line ") ||
+		!strings.HasPrefix(stderr, "grantretry-worm: verify: ") {
+		t.Fatalf("verify after an edit: exit %d\n%s%s", code, out, stderr)
+	}
+}

@@ -1,0 +1,223 @@
+package worm
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// StoreConfig says where the write-once tier is.
+type StoreConfig struct {
+	// Endpoint is the S3 endpoint's URL; empty for AWS S3. With an
+	// endpoint, objects are addressed path-style (http://host/bucket/key),
+	// as local S3-compatible servers want.
+	Endpoint string
+	// Bucket is the bucket, created with Object Lock enabled.
+	Bucket string
+	// Prefix is the folder of this trail's streams in the bucket; "" for
+	// the bucket's top.
+	Prefix string
+	// Region is the bucket's region. If empty, AWS_REGION (or the shared
+	// config's), else us-east-1.
+	Region string
+	// HTTPClient sends the requests. If nil, the SDK's.
+	HTTPClient *http.Client
+}
+
+// Store is an S3 bucket with Object Lock, under a prefix: where a Shipper
+// anchors segments and Verify reads them. Credentials come from the
+// usual AWS_* environment and shared files. A Store is safe for
+// concurrent use.
+type Store struct {
+	c      *s3.Client
+	bucket string
+	prefix string
+}
+
+// NewStore returns the Store cfg describes. It sends no request.
+func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("grantretry: worm: no bucket")
+	}
+	var opts []func(*config.LoadOptions) error
+	region := cfg.Region
+	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		region = "us-east-1"
+	}
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	// The checksum the store keeps is the SHA-256 each upload names; the
+	// SDK adds none of its own.
+	opts = append(opts, config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired))
+	ac, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("grantretry: worm: AWS configuration: %w", err)
+	}
+	c := s3.NewFromConfig(ac, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+			o.UsePathStyle = true
+		}
+	})
+	return &Store{c: c, bucket: cfg.Bucket, prefix: normPrefix(cfg.Prefix)}, nil
+}
+
+// Bucket returns the store's bucket.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Prefix returns the store's prefix, "" or ending in "/".
+func (s *Store) Prefix() string { return s.prefix }
+
+// noRetry makes one request one attempt: the Shipper retries on its own
+// clock.
+func noRetry(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
+
+// errExists is a put refused because the key has an object already.
+var errExists = errors.New("grantretry: worm: the object exists")
+
+// put uploads body to key, never over an object (If-None-Match: *), with
+// its SHA-256, COMPLIANCE retention until retain and the metadata meta.
+func (s *Store) put(ctx context.Context, key string, body []byte, contentType string, retain time.Time, meta map[string]string) error {
+	sum := sha256Sum(body)
+	_, err := s.c.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:                    aws.String(s.bucket),
+		Key:                       aws.String(key),
+		Body:                      bytes.NewReader(body),
+		ContentLength:             aws.Int64(int64(len(body))),
+		ContentType:               aws.String(contentType),
+		ChecksumAlgorithm:         types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:            aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+		IfNoneMatch:               aws.String("*"),
+		ObjectLockMode:            types.ObjectLockModeCompliance,
+		ObjectLockRetainUntilDate: aws.Time(retain),
+		Metadata:                  meta,
+	}, noRetry)
+	if isStatus(err, http.StatusPreconditionFailed) {
+		return errExists
+	}
+	return err
+}
+
+func isStatus(err error, code int) bool {
+	var re interface{ HTTPStatusCode() int }
+	return err != nil && errors.As(err, &re) && re.HTTPStatusCode() == code
+}
+
+// object is one version of an object, or a delete marker.
+type object struct {
+	key, version string
+	modified     time.Time
+	deleteMarker bool
+	latest       bool
+}
+
+// versions lists every version and delete marker under the prefix, key by
+// key, oldest version first.
+func (s *Store) versions(ctx context.Context, within string, optFns ...func(*s3.Options)) ([]object, error) {
+	var out []object
+	p := s3.NewListObjectVersionsPaginator(s.c, &s3.ListObjectVersionsInput{
+		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + within),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx, optFns...)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range page.Versions {
+			out = append(out, object{key: aws.ToString(v.Key), version: aws.ToString(v.VersionId),
+				modified: aws.ToTime(v.LastModified), latest: aws.ToBool(v.IsLatest)})
+		}
+		for _, d := range page.DeleteMarkers {
+			out = append(out, object{key: aws.ToString(d.Key), version: aws.ToString(d.VersionId),
+				modified: aws.ToTime(d.LastModified), deleteMarker: true, latest: aws.ToBool(d.IsLatest)})
+		}
+	}
+	// S3 lists a key's versions newest first, and a second is the finest
+	// time a listing gives: sort by key, then oldest first, ties in the
+	// listing's order reversed.
+	ord := make(map[string]int, len(out))
+	for i, o := range out {
+		ord[o.key+"\x00"+o.version] = i
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		switch {
+		case a.key != b.key:
+			return a.key < b.key
+		case !a.modified.Equal(b.modified):
+			return a.modified.Before(b.modified)
+		}
+		return ord[a.key+"\x00"+a.version] > ord[b.key+"\x00"+b.version]
+	})
+	return out, nil
+}
+
+// get reads one version of key ("" for the current one): its bytes and
+// the SHA-256 checksum the store keeps for it, base64, "" if none.
+func (s *Store) get(ctx context.Context, key, version string, optFns ...func(*s3.Options)) ([]byte, string, error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled}
+	if version != "" {
+		in.VersionId = aws.String(version)
+	}
+	out, err := s.c.GetObject(ctx, in, optFns...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	return b, aws.ToString(out.ChecksumSHA256), err
+}
+
+// retention reads a version's Object Lock retention: its mode and
+// retain-until date; "" and zero if it has none.
+func (s *Store) retention(ctx context.Context, key, version string) (string, time.Time, error) {
+	out, err := s.c.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), VersionId: aws.String(version),
+	})
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchObjectLockConfiguration" {
+			return "", time.Time{}, nil
+		}
+		return "", time.Time{}, err
+	}
+	if out.Retention == nil {
+		return "", time.Time{}, nil
+	}
+	return string(out.Retention.Mode), aws.ToTime(out.Retention.RetainUntilDate), nil
+}
+
+// bucketRetention returns the bucket's default retention, and whether
+// Object Lock is enabled on it.
+func (s *Store) bucketRetention(ctx context.Context, optFns ...func(*s3.Options)) (time.Duration, bool, error) {
+	out, err := s.c.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(s.bucket)}, optFns...)
+	if err != nil {
+		return 0, false, err
+	}
+	lc := out.ObjectLockConfiguration
+	if lc == nil || lc.ObjectLockEnabled != types.ObjectLockEnabledEnabled {
+		return 0, false, nil
+	}
+	if lc.Rule == nil || lc.Rule.DefaultRetention == nil {
+		return 0, true, nil
+	}
+	d := lc.Rule.DefaultRetention
+	return time.Duration(aws.ToInt32(d.Days))*24*time.Hour + time.Duration(aws.ToInt32(d.Years))*365*24*time.Hour, true, nil
+}
