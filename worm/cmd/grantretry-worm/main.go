@@ -283,7 +283,11 @@ func verify(args []string, stdout, stderr io.Writer) (bool, error) {
 	for _, p := range ve.Problems {
 		fmt.Fprintf(stdout, "FAIL %s: %s\n", p.Kind, p)
 	}
-	fmt.Fprintf(stderr, "grantretry-worm: verify: %d problems\n", len(ve.Problems))
+	noun := "problems"
+	if len(ve.Problems) == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(stderr, "grantretry-worm: verify: %d %s\n", len(ve.Problems), noun)
 	return false, nil
 }
 
