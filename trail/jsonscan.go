@@ -1,6 +1,7 @@
 package trail
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -16,6 +17,12 @@ var strPlain = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// lsb and msb are the low and the high bit of every byte of a word.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
 
 // hexDigit marks the bytes that are hex digits.
 var hexDigit = func() (t [256]bool) {
@@ -169,6 +176,16 @@ func (s *jsonScanner) ws() {
 func (s *jsonScanner) str() (escaped, ok bool) {
 	b, i := s.b, s.i+1
 	for {
+		// Eight bytes at a time while none is a quote, a backslash or a
+		// control character, then byte by byte to the one that is.
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			q, bs := x^(lsb*'"'), x^(lsb*'\\')
+			if ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0 {
+				break
+			}
+			i += 8
+		}
 		for i < len(b) && strPlain[b[i]] {
 			i++
 		}
