@@ -29,7 +29,7 @@ type Record struct {
 // broken record, after fn has seen every record before it, or at fn's
 // first error, which it returns. fn may be nil.
 func Read(paths []string, fn func(Record) error) (sum Summary, err error) {
-	v := &verifier{fn: fn, pool: newScanPool(fn != nil), msgs: map[string]*int{}, disps: map[string]*int{}}
+	v := &verifier{fn: fn, pool: newScanPool(fn != nil)}
 	defer v.pool.close()
 	defer func() { sum = v.summary() }()
 	files, err := v.order(paths)

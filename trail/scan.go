@@ -303,3 +303,32 @@ func (s *sliceBlocks) fill(b *block) bool {
 func readError(err error) error {
 	return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
 }
+
+// VerifyLines checks data, consecutive records of one chain each ending
+// in a newline, as Verify checks the records of a file: each must be a
+// JSON object whose hash matches it, whose seq follows the seq of the
+// record before and whose prev is that record's hash. The record before
+// the first is the one with seq after and hash prev; after 0 says data
+// starts the chain, and then its first record must have seq 1 and a prev
+// of 64 zeros, and prev must be zero.
+//
+// It returns the link of the last record that verified (its Hashed is in
+// data), or, before any, a Link with Seq after and Hash prev: the records
+// verified are the returned Seq minus after, and the next piece of the
+// chain is checked from the returned Seq and Hash. At the first broken
+// record it returns as well a *Error whose Line is the record's line in
+// data, counted from 1, whose Seq is its seq and whose File is empty,
+// with the Problem Verify would report. Like Verify, it scans data on
+// as many goroutines as there are processors and allocates nothing per
+// record: a store that keeps the trail in pieces (objects, rows) can
+// check each piece at about the speed of hashing it.
+func VerifyLines(data []byte, after uint64, prev [32]byte) (Link, error) {
+	if after == 0 && prev != ([32]byte{}) {
+		return Link{Hash: prev}, fmt.Errorf("%w: VerifyLines: after 0 starts the chain, which has no record before it, but prev is not zero", grantretry.ErrAuditTrail)
+	}
+	v := &verifier{pool: newScanPool(false), linesOnly: true, anchored: after > 0, seq: after, last: prev}
+	defer v.pool.close()
+	src := &sliceBlocks{rest: data}
+	err := v.run(src.fill)
+	return Link{Seq: v.seq, Prev: v.lastPrev, Hash: v.last, Hashed: v.lastHashed}, err
+}

@@ -38,7 +38,8 @@ func (e *Error) Error() string {
 	return "grantretry: audit trail: " + e.Position() + ": " + e.Problem
 }
 
-// Position returns "FILE line N (record seq S)".
+// Position returns "FILE line N (record seq S)", or "line N (record seq
+// S)" without a file.
 func (e *Error) Position() string {
 	s := e.File
 	if e.Line > 0 {
@@ -47,7 +48,7 @@ func (e *Error) Position() string {
 	if e.Seq > 0 {
 		s += " (record seq " + strconv.FormatUint(e.Seq, 10) + ")"
 	}
-	return s
+	return strings.TrimPrefix(s, " ") // no file: lines VerifyLines was given
 }
 
 // Is matches grantretry.ErrAuditTrail.
@@ -100,7 +101,9 @@ type verifier struct {
 	// before them is given (seq and last, when anchored), and no file
 	// name is known.
 	linesOnly, anchored bool
-	msgs, disps         map[string]*int // the summary's counts, as they grow
+	lastPrev            [32]byte // the prev of the last record, when linesOnly
+	lastHashed          []byte   // what its hash covers, when linesOnly
+	msgs, disps         counts   // the summary's counts, as they grow
 }
 
 // headCheck is a head file and what the chain says of it.
@@ -480,33 +483,70 @@ func (v *verifier) accept(l link, msg, disp []byte) {
 	}
 	s.Records++
 	s.LastSeq = l.seq
-	count(v.msgs, msg)
+	v.msgs.add(msg)
 	if string(msg) == grantretry.MsgDisposition {
-		count(v.disps, disp)
+		v.disps.add(disp)
 	}
 	v.seq, v.last, v.lastF = l.seq, l.hash, v.cur
+	if v.linesOnly {
+		v.lastPrev, v.lastHashed = l.prev, l.hashed
+	}
 }
 
-// count counts k in m without allocating, but for a k not seen before.
-func count(m map[string]*int, k []byte) {
-	if p := m[string(k)]; p != nil {
+// counts counts records by a field's value. The values are few (a
+// handful of msgs and dispositions), so a list searched in order costs
+// less than a map's hash; past a few dozen values, a map takes over.
+type counts struct {
+	list []countOf
+	more map[string]*int
+}
+
+type countOf struct {
+	k string
+	n int
+}
+
+const countList = 32
+
+// add counts k, allocating only for a value not seen before.
+func (c *counts) add(k []byte) {
+	for i := range c.list {
+		if c.list[i].k == string(k) {
+			c.list[i].n++
+			return
+		}
+	}
+	if len(c.list) < countList {
+		c.list = append(c.list, countOf{k: string(k), n: 1})
+		return
+	}
+	if p := c.more[string(k)]; p != nil {
 		*p++
 		return
 	}
+	if c.more == nil {
+		c.more = map[string]*int{}
+	}
 	n := 1
-	m[string(k)] = &n
+	c.more[string(k)] = &n
+}
+
+// into adds the counts to m.
+func (c *counts) into(m map[string]int) {
+	for _, e := range c.list {
+		m[e.k] += e.n
+	}
+	for k, n := range c.more {
+		m[k] += *n
+	}
 }
 
 // summary returns the summary of the records taken so far.
 func (v *verifier) summary() Summary {
 	s := v.sum
 	s.Messages, s.Dispositions = map[string]int{}, map[string]int{}
-	for k, n := range v.msgs {
-		s.Messages[k] = *n
-	}
-	for k, n := range v.disps {
-		s.Dispositions[k] = *n
-	}
+	v.msgs.into(s.Messages)
+	v.disps.into(s.Dispositions)
 	if s.Records > 0 {
 		s.LastHash = hex.EncodeToString(v.last[:])
 	}
