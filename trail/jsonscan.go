@@ -3,6 +3,7 @@ package trail
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -125,6 +126,9 @@ const (
 
 // keyName says which of the keys wanted key, quoted, is once unescaped.
 func keyName(key []byte, escaped bool) int {
+	if !escaped && len(key) != len(`"msg"`) && len(key) != len(`"disposition"`) {
+		return keyOther
+	}
 	k := key[1 : len(key)-1]
 	if escaped {
 		var s string
@@ -176,19 +180,22 @@ func (s *jsonScanner) ws() {
 func (s *jsonScanner) str() (escaped, ok bool) {
 	b, i := s.b, s.i+1
 	for {
-		// Eight bytes at a time while none is a quote, a backslash or a
-		// control character, then byte by byte to the one that is.
+		// Eight bytes at a time to the first quote, backslash or control
+		// character: the lowest high bit the tests leave is its byte's
+		// (a false one can only come after a true one).
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
 			q, bs := x^(lsb*'"'), x^(lsb*'\\')
-			if ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0 {
-				break
+			if m := ((x-lsb*0x20)&^x | (q-lsb)&^q | (bs-lsb)&^bs) & msb; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
 			}
 			i += 8
 		}
 		for i < len(b) && strPlain[b[i]] {
 			i++
 		}
+	special:
 		if i >= len(b) {
 			return false, false
 		}

@@ -65,3 +65,16 @@ func FuzzScanRecordJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkScanAgainstRef(t, line) })
 }
+
+// benchRecord is a disposition record as the Transport writes it.
+const benchRecord = `{"level":"info","ts":"2026-12-01T23:23:21.597295242Z","msg":"grantretry.disposition","correlation_id":"f17961c4a57776f3","idempotency_key":"grant-84642ff59e0f82b0d6ae31dcf1d122d8","submission_id":"GRANT-00000001","method":"POST","host":"apply07.grants.gov","path":"/grantsws/rest/submit","disposition":"succeeded","attempts":1,"stop_reason":"success","status":201,"reason":"ok:201","error":"","payload_sha256":"2b5bb516084b0eb355478a6cf9cbaba8fef8549cf295a5efaac09ec119a49880","payload_bytes":37,"not_replayable":"","elapsed":"75.503µs","dead_letter_id":"","record_error":"","reconciles":0,"ambiguous":false,"seq":3,"prev":"0d274488f39f7768cb2d7d12a3f93ab025b2fb42cb2d78d9dcb3baa1469bf7f6","hash":"8df6b8e9a21b2784b85177508addd977d3658ab05813ec9e52fbe11b503879ed"}`
+
+func BenchmarkScanRecordJSON(b *testing.B) {
+	line := []byte(benchRecord)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, _, ok := scanRecordJSON(line); !ok {
+			b.Fatal("not valid")
+		}
+	}
+}
