@@ -82,20 +82,18 @@ func scanRecordJSON(line []byte) (msg, disp []byte, ok bool) {
 			if !good {
 				return nil, nil, false
 			}
-			switch keyName(key, esc) {
-			case keyMsg:
+			if kind := keyKind(key, esc); kind == keyMsg {
 				msg = stringValue(s.b[v0:s.i], vesc)
-			case keyDisposition:
+			} else if kind == keyDisposition {
 				disp = stringValue(s.b[v0:s.i], vesc)
 			}
 		} else {
 			if !s.value(2) {
 				return nil, nil, false
 			}
-			switch keyName(key, esc) {
-			case keyMsg:
+			if kind := keyKind(key, esc); kind == keyMsg {
 				msg = nil
-			case keyDisposition:
+			} else if kind == keyDisposition {
 				disp = nil
 			}
 		}
@@ -124,11 +122,18 @@ const (
 	keyDisposition
 )
 
-// keyName says which of the keys wanted key, quoted, is once unescaped.
-func keyName(key []byte, escaped bool) int {
+// keyKind says which of the keys wanted key, quoted, is once unescaped;
+// it is small enough to be inlined, and calls keyName only for a key that
+// may be one.
+func keyKind(key []byte, escaped bool) int {
 	if !escaped && len(key) != len(`"msg"`) && len(key) != len(`"disposition"`) {
 		return keyOther
 	}
+	return keyName(key, escaped)
+}
+
+// keyName says which of the keys wanted key, quoted, is once unescaped.
+func keyName(key []byte, escaped bool) int {
 	k := key[1 : len(key)-1]
 	if escaped {
 		var s string
