@@ -45,6 +45,10 @@ type lineScan struct {
 	msg     []byte  // the record's msg
 	disp    []byte  // its disposition
 	rec     *Record // when the records are decoded whole, without File and Line
+	// short holds msg and disp when they fit, so that counting them
+	// reads what the scan wrote, not the block's bytes again, which have
+	// left the cache by then.
+	short [2][24]byte
 }
 
 // block is consecutive lines of a file or a slice.
@@ -97,6 +101,12 @@ func scanLine(h *chainHasher, ls *lineScan, full bool) {
 		var ok bool
 		ls.msg, ls.disp, ok = scanRecordJSON(ls.line)
 		ls.notJSON = !ok
+		if len(ls.msg) <= len(ls.short[0]) {
+			ls.msg = ls.short[0][:copy(ls.short[0][:], ls.msg)]
+		}
+		if len(ls.disp) <= len(ls.short[1]) {
+			ls.disp = ls.short[1][:copy(ls.short[1][:], ls.disp)]
+		}
 		return
 	}
 	rec, err := decodeRecord(ls.line, ls.l)
