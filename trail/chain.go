@@ -1,10 +1,11 @@
 package trail
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"hash"
+	"math"
 	"strconv"
 )
 
@@ -90,34 +91,57 @@ const (
 // parseLink reads the chain fields that end line (without its newline):
 // `,"seq":N,"prev":"<64 hex>","hash":"<64 hex>"}`. The hashed part is
 // everything before the last ,"hash":", which is the trail's: inside a
-// JSON string a quote is always escaped.
+// JSON string a quote is always escaped. The fields are read where they
+// must be, counted from the end: no later ,"hash":" or ,"prev":" can
+// hide among hex digits, nor a later ,"seq": among the seq's digits.
 func parseLink(line []byte) (link, bool) {
 	var l link
-	i := bytes.LastIndex(line, []byte(hashKey))
-	if i < 0 || len(line)-i != len(hashKey)+64+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
+	i := len(line) - (len(hashKey) + 64 + 2)
+	if i < 0 || string(line[i:i+len(hashKey)]) != hashKey || string(line[len(line)-2:]) != `"}` {
 		return l, false
 	}
 	if _, err := hex.Decode(l.hash[:], line[i+len(hashKey):len(line)-2]); err != nil {
 		return l, false
 	}
 	hashed := line[:i]
-	j := bytes.LastIndex(hashed, []byte(prevKey))
-	if j < 0 || len(hashed)-j != len(prevKey)+64+1 || hashed[len(hashed)-1] != '"' {
+	j := len(hashed) - (len(prevKey) + 64 + 1)
+	if j < 0 || string(hashed[j:j+len(prevKey)]) != prevKey || hashed[len(hashed)-1] != '"' {
 		return l, false
 	}
 	if _, err := hex.Decode(l.prev[:], hashed[j+len(prevKey):len(hashed)-1]); err != nil {
 		return l, false
 	}
-	k := bytes.LastIndex(hashed[:j], []byte(seqKey))
-	if k < 0 {
+	d := j
+	for d > 0 && hashed[d-1] >= '0' && hashed[d-1] <= '9' {
+		d--
+	}
+	k := d - len(seqKey)
+	if k < 0 || string(hashed[k:d]) != seqKey {
 		return l, false
 	}
-	seq, err := strconv.ParseUint(string(hashed[k+len(seqKey):j]), 10, 64)
-	if err != nil || seq == 0 {
+	seq, ok := parseSeq(hashed[d:j])
+	if !ok {
 		return l, false
 	}
 	l.seq, l.hashed = seq, hashed
 	return l, true
+}
+
+// parseSeq reads digits, as strconv.ParseUint in base 10 does, and
+// refuses 0.
+func parseSeq(digits []byte) (uint64, bool) {
+	if len(digits) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range digits {
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, n > 0
 }
 
 // checkLine parses line's chain fields and checks its hash; it returns
@@ -125,15 +149,48 @@ func parseLink(line []byte) (link, bool) {
 func checkLine(h hash.Hash, line []byte) (link, string) {
 	l, ok := parseLink(line)
 	if !ok {
-		if !json.Valid(line) {
-			return l, "not a JSON object (torn or edited?)"
-		}
-		return l, "no chain fields (seq, prev, hash) at the end of the record"
+		return l, unlinkedProblem(line)
 	}
 	var sum [32]byte
 	linkSum(h, &l.prev, l.hashed, &sum)
 	if sum != l.hash {
-		return l, "hash does not match the record (edited?)"
+		return l, hashProblem
+	}
+	return l, ""
+}
+
+const hashProblem = "hash does not match the record (edited?)"
+
+// unlinkedProblem says what is wrong with line, which has no chain fields.
+func unlinkedProblem(line []byte) string {
+	if !json.Valid(line) {
+		return "not a JSON object (torn or edited?)"
+	}
+	return "no chain fields (seq, prev, hash) at the end of the record"
+}
+
+// chainHasher checks lines as checkLine does, with buffers of its own:
+// what a hash.Hash is given escapes, so checkLine's allocate every time.
+type chainHasher struct {
+	h   hash.Hash
+	buf [32]byte
+}
+
+func newChainHasher() *chainHasher { return &chainHasher{h: sha256.New()} }
+
+// check is checkLine.
+func (c *chainHasher) check(line []byte) (link, string) {
+	l, ok := parseLink(line)
+	if !ok {
+		return l, unlinkedProblem(line)
+	}
+	c.buf = l.prev
+	c.h.Reset()
+	c.h.Write(c.buf[:])
+	c.h.Write(l.hashed)
+	c.h.Sum(c.buf[:0])
+	if c.buf != l.hash {
+		return l, hashProblem
 	}
 	return l, ""
 }

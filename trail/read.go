@@ -2,17 +2,12 @@ package trail
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
-
-	"github.com/grantretry/grantretry"
 )
 
 // Record is one record of a trail, as Read hands it over.
@@ -33,9 +28,10 @@ type Record struct {
 // chain order, as it goes. It stops at the first
 // broken record, after fn has seen every record before it, or at fn's
 // first error, which it returns. fn may be nil.
-func Read(paths []string, fn func(Record) error) (Summary, error) {
-	v := &verifier{fn: fn, h: sha256.New()}
-	v.sum.Messages, v.sum.Dispositions = map[string]int{}, map[string]int{}
+func Read(paths []string, fn func(Record) error) (sum Summary, err error) {
+	v := &verifier{fn: fn, pool: newScanPool(fn != nil)}
+	defer v.pool.close()
+	defer func() { sum = v.summary() }()
 	files, err := v.order(paths)
 	if err != nil {
 		return v.sum, err
@@ -56,37 +52,6 @@ func rawString(raw json.RawMessage) string {
 		return ""
 	}
 	return s
-}
-
-// decode parses the record's JSON: all of it when fn wants it, else only
-// what the summary counts.
-func (v *verifier) decode(n int, line []byte, l link) (Record, error) {
-	rec := Record{File: v.cur.path, Line: n, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:])}
-	if v.fn == nil {
-		// Only msg and disposition, matched exactly, of any type: a
-		// struct would match keys in any case and refuse a number.
-		var m map[string]json.RawMessage
-		err := json.Unmarshal(line, &m)
-		rec.Msg, rec.Fields = rawString(m["msg"]), map[string]any{grantretry.FieldDisposition: rawString(m[grantretry.FieldDisposition])}
-		return rec, err
-	}
-	if !json.Valid(line) {
-		return rec, errors.New("not JSON")
-	}
-	d := json.NewDecoder(bytes.NewReader(line))
-	d.UseNumber()
-	if err := d.Decode(&rec.Fields); err != nil {
-		return rec, err
-	}
-	rec.Msg, _ = rec.Fields["msg"].(string)
-	rec.Level, _ = rec.Fields["level"].(string)
-	if ts, ok := rec.Fields["ts"].(string); ok {
-		rec.Time, _ = time.Parse(time.RFC3339Nano, ts)
-	}
-	for _, k := range []string{"ts", "level", "msg", FieldSeq, FieldPrev, FieldHash} {
-		delete(rec.Fields, k)
-	}
-	return rec, nil
 }
 
 // recordReader reads a trail file line by line.

@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,7 +38,8 @@ func (e *Error) Error() string {
 	return "grantretry: audit trail: " + e.Position() + ": " + e.Problem
 }
 
-// Position returns "FILE line N (record seq S)".
+// Position returns "FILE line N (record seq S)", or "line N (record seq
+// S)" without a file.
 func (e *Error) Position() string {
 	s := e.File
 	if e.Line > 0 {
@@ -47,7 +48,7 @@ func (e *Error) Position() string {
 	if e.Seq > 0 {
 		s += " (record seq " + strconv.FormatUint(e.Seq, 10) + ")"
 	}
-	return s
+	return strings.TrimPrefix(s, " ") // no file: lines VerifyLines was given
 }
 
 // Is matches grantretry.ErrAuditTrail.
@@ -87,7 +88,7 @@ func Verify(paths ...string) (Summary, error) {
 // against the one before.
 type verifier struct {
 	fn    func(Record) error
-	h     hash.Hash
+	pool  *scanPool
 	heads []*headCheck
 	sum   Summary
 	files trailNames
@@ -96,6 +97,13 @@ type verifier struct {
 	seq   uint64    // of the last record read, 0 before the first
 	last  [32]byte  // its hash
 	lastF trailFile // the file that holds it
+	// lines says the records are lines in memory, not files: the chain
+	// before them is given (seq and last, when anchored), and no file
+	// name is known.
+	linesOnly, anchored bool
+	lastPrev            [32]byte // the prev of the last record, when linesOnly
+	lastHashed          []byte   // what its hash covers, when linesOnly
+	msgs, disps         counts   // the summary's counts, as they grow
 }
 
 // headCheck is a head file and what the chain says of it.
@@ -290,52 +298,43 @@ func firstSeq(path string) (uint64, error) {
 
 // file reads and checks every record of the file f.
 func (v *verifier) file(f trailFile) error {
-	rr, err := openRecords(f.path)
+	fl, err := os.Open(f.path)
 	if err != nil {
-		return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
+		return readError(err)
 	}
-	defer rr.close()
+	defer fl.Close()
 	v.cur, v.lines = f, 0
-	for {
-		line, err := rr.next()
-		switch {
-		case err == io.EOF:
-			v.lines = rr.line
-			return nil
-		case isLineProblem(err):
-			return v.broken(rr.line, 0, lineProblem(err))
-		case err != nil:
-			return fmt.Errorf("%w: %w", grantretry.ErrAuditTrail, err)
-		}
-		if err := v.record(rr.line, line); err != nil {
-			return err
-		}
-	}
+	r := &fileBlocks{f: fl}
+	return v.run(r.fill)
 }
 
-// record checks one line, the line-th of the current file, and takes it
-// as the last record.
-func (v *verifier) record(n int, line []byte) error {
-	l, problem := checkLine(v.h, line)
-	if problem != "" && l.hashed == nil && v.sum.Records == 0 && n == 1 {
+// record checks ls, the n-th line of the current file, and takes it as
+// the last record.
+func (v *verifier) record(n int, ls *lineScan) error {
+	if ls.lineErr != nil {
+		return v.broken(n, 0, lineProblem(ls.lineErr))
+	}
+	l, problem := ls.l, ls.problem
+	if problem != "" && !ls.parsed && v.sum.Records == 0 && !v.anchored && n == 1 {
 		return &Error{File: v.cur.path, Line: n, NotTrail: true,
 			Problem: "not an audit trail: the first line is not a trail record (seq, prev, hash), or the trail's first record is torn"}
 	}
 	if problem == "" {
-		problem = v.chainProblem(n, l, line)
+		problem = v.chainProblem(n, l, ls.line)
 	}
 	if problem != "" {
 		return v.broken(n, l.seq, problem)
 	}
-	rec, err := v.decode(n, line, l)
-	if err != nil {
+	if ls.notJSON {
 		return v.broken(n, l.seq, "not a JSON object (edited?)")
 	}
 	if problem := v.headProblem(l); problem != "" {
 		return v.broken(n, l.seq, problem)
 	}
-	v.accept(l, rec)
+	v.accept(l, ls.msg, ls.disp)
 	if v.fn != nil {
+		rec := *ls.rec
+		rec.File, rec.Line = v.cur.path, n
 		return v.fn(rec)
 	}
 	return nil
@@ -351,7 +350,7 @@ func (v *verifier) broken(line int, seq uint64, problem string) error {
 // chainProblem says what is wrong with record l, the n-th line of its
 // file, as the successor of the last record read; "" if nothing.
 func (v *verifier) chainProblem(n int, l link, line []byte) string {
-	if v.sum.Records == 0 {
+	if v.sum.Records == 0 && !v.anchored {
 		switch {
 		case l.seq != 1:
 			return v.startGap(l, line)
@@ -360,19 +359,19 @@ func (v *verifier) chainProblem(n int, l link, line []byte) string {
 		}
 		return ""
 	}
-	atStart := n == 1
-	cur, before := filepath.Base(v.cur.path), filepath.Base(v.lastF.path)
+	atStart := n == 1 && !v.linesOnly
 	switch {
 	case l.seq > v.seq+1 && atStart:
 		return v.boundaryGap(l, line)
 	case l.seq > v.seq+1:
 		return fmt.Sprintf("seq %d after seq %d: %s missing", l.seq, v.seq, trailPlural(l.seq-v.seq-1, "record"))
 	case l.seq <= v.seq && atStart:
-		return fmt.Sprintf("first record of %s has seq %d, the file before (%s) ends at seq %d: the files overlap", cur, l.seq, before, v.seq)
+		return fmt.Sprintf("first record of %s has seq %d, the file before (%s) ends at seq %d: the files overlap",
+			filepath.Base(v.cur.path), l.seq, filepath.Base(v.lastF.path), v.seq)
 	case l.seq <= v.seq:
 		return fmt.Sprintf("seq %d after seq %d: a record repeated or moved (inserted or reordered?)", l.seq, v.seq)
 	case l.prev != v.last && atStart:
-		return fmt.Sprintf("prev does not match the hash of the last record of %s, the file before (a file replaced?)", before)
+		return fmt.Sprintf("prev does not match the hash of the last record of %s, the file before (a file replaced?)", filepath.Base(v.lastF.path))
 	case l.prev != v.last:
 		return "prev does not match the hash of the record before (inserted or reordered?)"
 	}
@@ -385,6 +384,9 @@ func (v *verifier) chainProblem(n int, l link, line []byte) string {
 // file's trail_continued names a file that is not.
 func (v *verifier) startGap(l link, line []byte) string {
 	s := fmt.Sprintf("trail starts at seq %d, not 1: %s missing", l.seq, trailPlural(l.seq-1, "record"))
+	if v.linesOnly {
+		return s + " before it"
+	}
 	if v.cur.index > 0 {
 		if names, count := v.files.missingRotated(0, v.cur.index); count > 0 {
 			return s + ", the first " + pluralVerb(count, "file is", "files are") + " missing (" + notAmong(names, count) + ")"
@@ -469,8 +471,9 @@ func (v *verifier) headProblem(l link) string {
 	return ""
 }
 
-// accept makes l the last record read and counts it.
-func (v *verifier) accept(l link, rec Record) {
+// accept makes l, whose msg and disposition are msg and disp, the last
+// record read and counts it.
+func (v *verifier) accept(l link, msg, disp []byte) {
 	s := &v.sum
 	if s.Records == 0 {
 		s.FirstSeq = l.seq
@@ -480,13 +483,74 @@ func (v *verifier) accept(l link, rec Record) {
 	}
 	s.Records++
 	s.LastSeq = l.seq
-	s.LastHash = rec.Hash
-	s.Messages[rec.Msg]++
-	if rec.Msg == grantretry.MsgDisposition {
-		d, _ := rec.Fields[grantretry.FieldDisposition].(string)
-		s.Dispositions[d]++
+	v.msgs.add(msg)
+	if string(msg) == grantretry.MsgDisposition {
+		v.disps.add(disp)
 	}
 	v.seq, v.last, v.lastF = l.seq, l.hash, v.cur
+	if v.linesOnly {
+		v.lastPrev, v.lastHashed = l.prev, l.hashed
+	}
+}
+
+// counts counts records by a field's value. The values are few (a
+// handful of msgs and dispositions), so a list searched in order costs
+// less than a map's hash; past a few dozen values, a map takes over.
+type counts struct {
+	list []countOf
+	more map[string]*int
+}
+
+type countOf struct {
+	k string
+	n int
+}
+
+const countList = 32
+
+// add counts k, allocating only for a value not seen before.
+func (c *counts) add(k []byte) {
+	for i := range c.list {
+		if c.list[i].k == string(k) {
+			c.list[i].n++
+			return
+		}
+	}
+	if len(c.list) < countList {
+		c.list = append(c.list, countOf{k: string(k), n: 1})
+		return
+	}
+	if p := c.more[string(k)]; p != nil {
+		*p++
+		return
+	}
+	if c.more == nil {
+		c.more = map[string]*int{}
+	}
+	n := 1
+	c.more[string(k)] = &n
+}
+
+// into adds the counts to m.
+func (c *counts) into(m map[string]int) {
+	for _, e := range c.list {
+		m[e.k] += e.n
+	}
+	for k, n := range c.more {
+		m[k] += *n
+	}
+}
+
+// summary returns the summary of the records taken so far.
+func (v *verifier) summary() Summary {
+	s := v.sum
+	s.Messages, s.Dispositions = map[string]int{}, map[string]int{}
+	v.msgs.into(s.Messages)
+	v.disps.into(s.Dispositions)
+	if s.Records > 0 {
+		s.LastHash = hex.EncodeToString(v.last[:])
+	}
+	return s
 }
 
 // finish checks what only the whole trail shows: that it has records, and
