@@ -73,7 +73,7 @@ func TestDropLeavesTheDatabaseAsMigrateFoundIt(t *testing.T) {
 	}
 
 	// Something in every table: a letter, a trail, a host's row.
-	tr, err := NewTrail(ctx, pool, WithWriter("drop-test"))
+	tr, err := NewTrail(ctx, pool, WithWriter("drop-test"), WithLimit(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

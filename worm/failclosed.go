@@ -52,7 +52,9 @@ func (f *failClosed) Err() error {
 	if b.Unpositioned > 0 {
 		err = fmt.Errorf("%w: %d streams not read for %s, the store not answering where they stand (the bound is %s)", ErrUnanchored, b.Unpositioned, b.Age.Round(time.Millisecond), f.bound)
 	}
-	if b.Err != nil {
+	if b.Stopped != nil {
+		err = fmt.Errorf("%w: shipping stopped %s ago (the bound is %s): %v", ErrUnanchored, b.Age.Round(time.Millisecond), f.bound, b.Stopped)
+	} else if b.Err != nil {
 		err = fmt.Errorf("%w; the store: %v", err, b.Err)
 	}
 	f.fault.CompareAndSwap(nil, &err)

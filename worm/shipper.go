@@ -126,6 +126,10 @@ type Backlog struct {
 	// the last one.
 	Failures int
 	Err      error
+	// Stopped is Err's failure, once the Shipper has stopped for good; the
+	// records written after it are not read, so not counted in Records,
+	// and Oldest is at most when it stopped.
+	Stopped error
 }
 
 // Shipper seals a Source's records into segments and anchors them in a
@@ -153,20 +157,24 @@ type Shipper struct {
 	upMu      sync.Mutex
 	retention time.Duration // resolved at the first upload; guarded by upMu
 
-	mu             sync.Mutex // guards what follows; never held across I/O or a callback
-	queue          []*queued
-	heartbeats     []string
-	open           map[string]openInfo
-	unpositioned   map[string]time.Time // streams whose position is not known, since when
-	posErr         error                // why, the last time
-	cpLast         map[string]time.Time // the time of each stream's last checkpoint key
-	anchored       map[string]chainState
+	mu           sync.Mutex // guards what follows; never held across I/O or a callback
+	queue        []*queued
+	heartbeats   []string
+	open         map[string]openInfo
+	unpositioned map[string]time.Time // streams whose position is not known, since when
+	posErr       error                // why, the last time
+	cpLast       map[string]time.Time // the time of each stream's last checkpoint key
+	anchored     map[string]chainState
+	// confirmed holds the streams whose place in the store was read
+	// since the Shipper started or its last failed upload; upMu guards it.
+	confirmed      map[string]bool
 	lastCheckpoint map[string]time.Time
 	failures       int
 	lastErr        error
 	failedSince    time.Time
 	lastAlarm      time.Time
 	fatal          error
+	fatalAt        time.Time // when fatal was set: nothing is anchored after it
 	started        bool
 
 	// anchoredHook, if not nil, is called after each segment's checkpoint
@@ -226,7 +234,7 @@ func NewShipper(o Options) (*Shipper, error) {
 		streams: map[string]*stream{}, initial: states,
 		notify: make(chan struct{}, 1), open: map[string]openInfo{},
 		unpositioned: map[string]time.Time{}, cpLast: map[string]time.Time{},
-		anchored: map[string]chainState{}, lastCheckpoint: map[string]time.Time{},
+		anchored: map[string]chainState{}, lastCheckpoint: map[string]time.Time{}, confirmed: map[string]bool{},
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -337,6 +345,12 @@ func (s *Shipper) backlogLocked(now time.Time) Backlog {
 			older(o.at)
 		}
 	}
+	if s.fatal != nil {
+		// Stopped for good: whatever the trail holds from then on waits
+		// for an anchor that will not come, though it is never read.
+		b.Stopped = s.fatal
+		older(s.fatalAt)
+	}
 	if !b.Oldest.IsZero() {
 		b.Age = now.Sub(b.Oldest)
 	}
@@ -422,7 +436,7 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 		st.broken = bs
 		s.mu.Lock()
 		if s.fatal == nil {
-			s.fatal = bs
+			s.fatal, s.fatalAt = bs, s.clock.Now()
 		}
 		s.mu.Unlock()
 		s.log.Error("grantretry: worm: not shipped", zap.Error(bs))
@@ -475,7 +489,7 @@ func (s *Shipper) position(ctx context.Context, st *stream) error {
 		s.mu.Unlock()
 		return nil
 	}
-	cs, err := s.storePosition(ctx, st.name)
+	cs, _, err := s.storePosition(ctx, st.name)
 	if err != nil {
 		return err
 	}
@@ -486,8 +500,9 @@ func (s *Shipper) position(ctx context.Context, st *stream) error {
 	return nil
 }
 
-// storePosition reads the last record of stream's last segment.
-func (s *Shipper) storePosition(ctx context.Context, name string) (chainState, error) {
+// storePosition reads the last record of stream's last segment, and
+// returns that segment's key ("" when the store has none).
+func (s *Shipper) storePosition(ctx context.Context, name string) (chainState, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.UploadTimeout)
 	defer cancel()
 	st := s.o.Store
@@ -499,7 +514,7 @@ func (s *Shipper) storePosition(ctx context.Context, name string) (chainState, e
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx, noRetry)
 		if err != nil {
-			return chainState{}, err
+			return chainState{}, "", err
 		}
 		for _, o := range page.Contents {
 			n, err := parseKey(aws.ToString(o.Key)[len(st.prefix):])
@@ -509,19 +524,19 @@ func (s *Shipper) storePosition(ctx context.Context, name string) (chainState, e
 		}
 	}
 	if lastKey == "" {
-		return chainState{}, nil
+		return chainState{}, "", nil
 	}
 	data, _, err := st.get(ctx, lastKey, "", noRetry)
 	if err != nil {
-		return chainState{}, err
+		return chainState{}, "", err
 	}
 	data = bytes.TrimSuffix(data, []byte("\n"))
 	line := data[bytes.LastIndexByte(data, '\n')+1:]
 	l, ok := trail.ParseLink(line)
 	if !ok || l.Seq != last.last {
-		return chainState{}, fmt.Errorf("grantretry: worm: %s: its last line is not record seq %d", lastKey, last.last)
+		return chainState{}, "", fmt.Errorf("grantretry: worm: %s: its last line is not record seq %d", lastKey, last.last)
 	}
-	return chainState{seq: l.Seq, hash: l.Hash}, nil
+	return chainState{seq: l.Seq, hash: l.Hash}, lastKey, nil
 }
 
 // seal queues the open segment of st.
@@ -700,7 +715,7 @@ func (s *Shipper) resolveRetention(ctx context.Context) error {
 func (s *Shipper) setFatal(err error) {
 	s.mu.Lock()
 	if s.fatal == nil {
-		s.fatal = err
+		s.fatal, s.fatalAt = err, s.clock.Now()
 	}
 	s.mu.Unlock()
 	s.log.Error("grantretry: worm: shipping stopped", zap.Error(err))
@@ -719,6 +734,9 @@ func (s *Shipper) uploadSegment(ctx context.Context, q *queued) error {
 	}
 	st := s.o.Store
 	key := segmentKey(st.prefix, q.stream, q.first, q.last)
+	if err := s.confirm(ctx, q, key); err != nil {
+		return err
+	}
 	meta := map[string]string{
 		metaStream: q.stream, metaFirstSeq: fmt.Sprint(q.first), metaLastSeq: fmt.Sprint(q.last),
 		metaPrevHash: hexHash(q.prev), metaLastHash: hexHash(q.hash),
@@ -743,6 +761,39 @@ func (s *Shipper) uploadSegment(ctx context.Context, q *queued) error {
 	if hook != nil {
 		hook(q, now)
 	}
+	return nil
+}
+
+// confirm checks, once after a start and once after each failed upload,
+// that q continues the stream's chain as the store holds it: a queue
+// left by a shipper while the store was down may be behind records that
+// another run anchored meanwhile, under other segment boundaries, and
+// uploading it would leave overlapping segments that no one can remove.
+// upMu must be held.
+func (s *Shipper) confirm(ctx context.Context, q *queued, key string) error {
+	if s.confirmed[q.stream] {
+		return nil
+	}
+	at, lastKey, err := s.storePosition(ctx, q.stream)
+	if err != nil {
+		return err
+	}
+	switch {
+	case lastKey == key:
+		// q itself, uploaded by an attempt whose answer was lost.
+	case at.seq >= q.first:
+		if _, _, gerr := s.o.Store.get(ctx, key, "", noRetry); gerr == nil {
+			break // q is there already: put compares its bytes
+		} else if !isStatus(gerr, 404) {
+			return gerr
+		}
+		s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the store holds records to seq %d, and the queue's next segment starts at seq %d: another shipper anchored them; the queue in %s is not uploaded", q.stream, at.seq, q.first, s.o.QueueDir))
+		return s.Err()
+	case at.seq+1 == q.first && at.hash != q.prev:
+		s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the queue's segment from seq %d does not continue the store's chain at seq %d: another history under this prefix", q.stream, q.first, at.seq))
+		return s.Err()
+	}
+	s.confirmed[q.stream] = true
 	return nil
 }
 
@@ -833,6 +884,7 @@ func (s *Shipper) closeStreams(ctx context.Context) error {
 // first failure and then once per Heartbeat. A failed heartbeat is
 // dropped: the next one is due soon.
 func (s *Shipper) failed(j job, err error) {
+	clear(s.confirmed) // upMu is held: the store may have moved on meanwhile
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.failures++

@@ -121,7 +121,7 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 	if stream != f.stream {
 		return nil
 	}
-	files, err := f.files()
+	files, live, err := f.files()
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,14 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 		if i > start {
 			off, line = 0, 0
 		}
-		end, err := r.file(files[i], off, line)
+		var want os.FileInfo
+		if i == len(files)-1 {
+			want = live
+		}
+		end, err := r.file(files[i], off, line, want)
+		if errors.Is(err, errRotated) {
+			return nil // the next Scan lists the files again and goes on after r.last
+		}
 		if err != nil {
 			return err
 		}
@@ -165,14 +172,24 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 	return nil
 }
 
-// files lists the trail's files in chain order.
-func (f *Files) files() ([]string, error) {
+// errRotated is a Scan's reason to stop early: the live file was rotated
+// after the files were listed, so its path names a newer file than the
+// listing's, and the records between are in a rotated file not listed.
+var errRotated = errors.New("grantretry: worm: the live file was rotated during the scan")
+
+// files lists the trail's files in chain order. Following a live file,
+// live is that file as it was before the rotated files were listed: if
+// the live path names another file when it is read, a rotation came
+// between, and the scan must list again.
+func (f *Files) files() (paths []string, live os.FileInfo, err error) {
 	if f.live == "" {
-		return orderFiles(f.paths)
+		paths, err = orderFiles(f.paths)
+		return paths, nil, err
 	}
+	live, _ = os.Stat(f.live)
 	entries, err := os.ReadDir(filepath.Dir(f.live))
 	if err != nil {
-		return nil, fmt.Errorf("grantretry: worm: %w", err)
+		return nil, nil, fmt.Errorf("grantretry: worm: %w", err)
 	}
 	base := filepath.Base(f.live)
 	type rot struct {
@@ -190,10 +207,10 @@ func (f *Files) files() ([]string, error) {
 	for _, r := range rs {
 		out = append(out, r.path)
 	}
-	if _, err := os.Stat(f.live); err == nil {
+	if live != nil {
 		out = append(out, f.live)
 	}
-	return out, nil
+	return out, live, nil
 }
 
 // scanRun is one Scan's progress.
@@ -214,8 +231,9 @@ type fileEnd struct {
 }
 
 // file passes the whole lines of path from offset off, the line-th line
-// before it.
-func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
+// before it. If want is not nil and path is another file now, it passes
+// nothing and returns errRotated.
+func (r *scanRun) file(path string, off int64, line int, want os.FileInfo) (fileEnd, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -227,6 +245,9 @@ func (r *scanRun) file(path string, off int64, line int) (fileEnd, error) {
 	info, err := fh.Stat()
 	if err != nil {
 		return fileEnd{}, fmt.Errorf("grantretry: worm: %w", err)
+	}
+	if want != nil && !os.SameFile(info, want) {
+		return fileEnd{}, errRotated
 	}
 	if _, err := fh.Seek(off, io.SeekStart); err != nil {
 		return fileEnd{}, fmt.Errorf("grantretry: worm: %w", err)

@@ -162,7 +162,7 @@ func TestVerifyCatchesRewrittenChain(t *testing.T) {
 	st, files := shippedTrail(t)
 	recs := recordFiles(files)
 	src, _ := OpenFiles("", recs...)
-	ordered, _ := src.files()
+	ordered, _, _ := src.files()
 	var bodies [][]byte
 	counts := map[string]int{}
 	for _, f := range ordered {

@@ -7,7 +7,9 @@
 //	grantretry-worm version
 //
 // Credentials come from the usual AWS_* environment. Exit status: 0
-// shipped or verified, 1 tampering, a gap or a failure to ship, 2 misuse.
+// shipped or verified, 1 tampering, a gap or a failure to ship, 2 misuse,
+// or a verify that could not look (a store that does not answer, a file
+// that cannot be read): so 1 from verify always means a problem found.
 // See docs/write-once.md.
 package main
 
@@ -60,6 +62,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ok, err = verify(args[1:], stdout, stderr)
 		if err == nil && !ok {
 			return 1
+		}
+		if err != nil && !errors.Is(err, errUsage) {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "grantretry") {
+				msg = "grantretry-worm: " + msg
+			}
+			fmt.Fprintln(stderr, msg+" (not verified)")
+			return 2
 		}
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

@@ -53,6 +53,22 @@ func TestMisuseExitsTwo(t *testing.T) {
 	}
 }
 
+// A verify that cannot look exits 2, not 1: 1 is kept for a problem found.
+func TestVerifyThatCannotLookExitsTwo(t *testing.T) {
+	live := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(live, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"verify", "-endpoint", "http://127.0.0.1:9", "-bucket", "b", "-prefix", "p", live},
+		{"verify", "-endpoint", "http://127.0.0.1:9", "-bucket", "b", "-prefix", "p", filepath.Join(t.TempDir(), "missing.jsonl")},
+	} {
+		if code, _, stderr := runCmd(args...); code != 2 || !strings.Contains(stderr, "not verified") {
+			t.Errorf("%q: exit %d, %q; want 2, not verified", args, code, stderr)
+		}
+	}
+}
+
 // ship then verify, as checks outside the repository run them; then a
 // record edited: exit 1, naming it.
 func TestShipVerifyAndTamper(t *testing.T) {
