@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -335,6 +336,9 @@ func readError(err error) error {
 func VerifyLines(data []byte, after uint64, prev [32]byte) (Link, error) {
 	if after == 0 && prev != ([32]byte{}) {
 		return Link{Hash: prev}, fmt.Errorf("%w: VerifyLines: after 0 starts the chain, which has no record before it, but prev is not zero", grantretry.ErrAuditTrail)
+	}
+	if after == math.MaxUint64 && len(data) > 0 {
+		return Link{Seq: after, Hash: prev}, fmt.Errorf("%w: VerifyLines: no record can follow seq %d", grantretry.ErrAuditTrail, after)
 	}
 	v := &verifier{pool: newScanPool(false), linesOnly: true, anchored: after > 0, seq: after, last: prev}
 	defer v.pool.close()

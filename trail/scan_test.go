@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -222,6 +223,10 @@ func TestVerifyLines(t *testing.T) {
 		// Nothing to check.
 		if l, err := VerifyLines(nil, 7, at(6).hash); err != nil || l.Seq != 7 || l.Hash != at(6).hash {
 			t.Fatalf("VerifyLines(nil): %+v, %v", l, err)
+		}
+		// No record can follow the largest seq: said so, not wrapped to 0.
+		if _, err := VerifyLines(data[mid:], math.MaxUint64, at(0).hash); err == nil || !strings.Contains(err.Error(), "no record can follow seq 18446744073709551615") {
+			t.Fatalf("VerifyLines(after MaxUint64): %v", err)
 		}
 		// The piece does not follow what it is said to follow.
 		_, err = VerifyLines(data[mid:], first.Seq-1, at(third-2).hash)
