@@ -172,17 +172,24 @@ func (s *Store) versions(ctx context.Context, within string, optFns ...func(*s3.
 // get reads one version of key ("" for the current one): its bytes and
 // the SHA-256 checksum the store keeps for it, base64, "" if none.
 func (s *Store) get(ctx context.Context, key, version string, optFns ...func(*s3.Options)) ([]byte, string, error) {
+	b, sum, _, err := s.getWithMeta(ctx, key, version, optFns...)
+	return b, sum, err
+}
+
+// getWithMeta is get, with the object's user metadata (its keys without
+// the x-amz-meta- prefix, in lower case).
+func (s *Store) getWithMeta(ctx context.Context, key, version string, optFns ...func(*s3.Options)) ([]byte, string, map[string]string, error) {
 	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled}
 	if version != "" {
 		in.VersionId = aws.String(version)
 	}
 	out, err := s.c.GetObject(ctx, in, optFns...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
-	return b, aws.ToString(out.ChecksumSHA256), err
+	return b, aws.ToString(out.ChecksumSHA256), out.Metadata, err
 }
 
 // retention reads a version's Object Lock retention: its mode and

@@ -318,7 +318,7 @@ func (v *storeVerifier) objectVersions(stream string, so *storedObject, seq uint
 // successor of st, and compares its records with the local ones.
 func (v *storeVerifier) segment(stream string, so *storedObject, st chainState, cmp *localCompare) (chainState, error) {
 	ver := so.versions[0]
-	data, sum, err := v.store.get(v.ctx, so.key, ver.version)
+	data, sum, meta, err := v.store.getWithMeta(v.ctx, so.key, ver.version)
 	if err != nil {
 		return st, fmt.Errorf("grantretry: worm: reading %s: %w", so.key, err)
 	}
@@ -330,7 +330,31 @@ func (v *storeVerifier) segment(stream string, so *storedObject, st chainState, 
 				Text: "the segment's bytes do not match the SHA-256 the store keeps for them"})
 		}
 	}
-	return v.segmentBytes(stream, so.key, ver.version, so.name, data, st, cmp), nil
+	next := v.segmentBytes(stream, so.key, ver.version, so.name, data, st, cmp)
+	if next != st {
+		v.segmentMeta(stream, so, ver.version, meta, st, next)
+	}
+	return next, nil
+}
+
+// segmentMeta reports a segment whose metadata does not say what its
+// name and its records do: its stream, first and last seq, the hash
+// before its first record and its last record's hash.
+func (v *storeVerifier) segmentMeta(stream string, so *storedObject, version string, meta map[string]string, before, last chainState) {
+	want := map[string]string{
+		metaStream: stream, metaFirstSeq: fmt.Sprint(so.name.first), metaLastSeq: fmt.Sprint(so.name.last),
+		metaPrevHash: hexHash(before.hash), metaLastHash: hexHash(last.hash),
+	}
+	for _, k := range []string{metaStream, metaFirstSeq, metaLastSeq, metaPrevHash, metaLastHash} {
+		if got, ok := meta[k]; !ok || got != want[k] {
+			if !ok {
+				got = "nothing"
+			}
+			v.problem(Problem{Kind: ProblemBrokenLink, Stream: stream, Seq: so.name.first, Key: so.key, Version: version,
+				Text: fmt.Sprintf("the segment's metadata %s says %s, its name and records %s", k, got, want[k])})
+			return
+		}
+	}
 }
 
 // segmentBytes checks a segment's bytes; the verifier's work once they
