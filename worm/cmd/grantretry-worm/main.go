@@ -121,8 +121,8 @@ func (s *storeFlags) store(ctx context.Context) (*worm.Store, error) {
 type durationFlag struct{ d *time.Duration }
 
 func (f durationFlag) String() string {
-	if f.d == nil {
-		return ""
+	if f.d == nil || *f.d == 0 {
+		return "" // unset: the help says the default in words
 	}
 	return f.d.String()
 }
