@@ -40,6 +40,16 @@ func rotatedIndex(base, name string) (int, bool) {
 	return n, err == nil
 }
 
+// RotatedIndex reports whether name, a file's base name, is a rotated file
+// of the trail whose live file's base name is live (live, a dot, six
+// digits or more, as Trail names them), and its index: rotated files hold
+// the trail in the order of their indexes, and the live file follows them.
+func RotatedIndex(live, name string) (int, bool) { return rotatedIndex(live, name) }
+
+// LiveFile returns the path of the live file of the trail whose file is
+// at p: p without its rotation suffix if it is a rotated file, else p.
+func LiveFile(p string) string { return trailBase(p) }
+
 // isHeadPath reports whether p is a head file, as a glob like trail.jsonl*
 // picks it up with the trail's files.
 func isHeadPath(p string) bool { return strings.HasSuffix(p, ".head") }

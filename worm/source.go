@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -102,7 +101,7 @@ func OpenFiles(stream string, paths ...string) (*Files, error) {
 		return nil, errors.New("grantretry: worm: no trail file among the files given")
 	}
 	if stream == "" {
-		stream = StreamName(filepath.Base(trailBase(files[0])))
+		stream = StreamName(filepath.Base(trail.LiveFile(files[0])))
 	}
 	if err := checkStream(stream); err != nil {
 		return nil, err
@@ -198,7 +197,7 @@ func (f *Files) files() (paths []string, live os.FileInfo, err error) {
 	}
 	var rs []rot
 	for _, e := range entries {
-		if n, ok := rotatedIndex(base, e.Name()); ok {
+		if n, ok := trail.RotatedIndex(base, e.Name()); ok {
 			rs = append(rs, rot{n, filepath.Join(filepath.Dir(f.live), e.Name())})
 		}
 	}
@@ -311,10 +310,10 @@ func skipFiles(files []string, after uint64) int {
 // orderFiles puts the files given in chain order: rotation order when
 // they carry one trail's names, else by their first record's seq.
 func orderFiles(paths []string) ([]string, error) {
-	base := trailBase(filepath.Clean(paths[0]))
+	base := trail.LiveFile(filepath.Clean(paths[0]))
 	own := true
 	for _, p := range paths {
-		own = own && trailBase(filepath.Clean(p)) == base
+		own = own && trail.LiveFile(filepath.Clean(p)) == base
 	}
 	type ranked struct {
 		rank uint64
@@ -324,7 +323,7 @@ func orderFiles(paths []string) ([]string, error) {
 	for _, p := range paths {
 		var rank uint64
 		if own {
-			n, ok := rotatedIndex(filepath.Base(base), filepath.Base(filepath.Clean(p)))
+			n, ok := trail.RotatedIndex(filepath.Base(base), filepath.Base(filepath.Clean(p)))
 			rank = uint64(n)
 			if !ok {
 				rank = 1 << 62 // the live file last
@@ -360,31 +359,4 @@ func firstSeq(path string) (uint64, error) {
 	}
 	l, _ := trail.ParseLink(b[:len(b)-1])
 	return l.Seq, nil
-}
-
-// rotatedIndex returns the index of name if it is a rotated file of the
-// trail whose live file is base: base, a dot, six digits or more.
-func rotatedIndex(base, name string) (int, bool) {
-	digits, ok := strings.CutPrefix(name, base+".")
-	if !ok || len(digits) < 6 {
-		return 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(digits)
-	return n, err == nil
-}
-
-// trailBase is the live file's path of the trail p belongs to.
-func trailBase(p string) string {
-	dir, name := filepath.Split(p)
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		if _, ok := rotatedIndex(name[:i], name); ok {
-			return filepath.Join(dir, name[:i])
-		}
-	}
-	return p
 }
