@@ -290,7 +290,8 @@ func (s *Shipper) Start() {
 // Close stops the background work, reads the Source a last time, seals
 // every open segment and anchors the queue, then writes a closed
 // checkpoint for each stream, so the verifier sees the trail stopped,
-// not cut. It gives up when ctx is done: then what is not anchored stays
+// not cut. Records the trail has not synced yet are not read (see
+// Source): close the trail first, or they wait for the next Shipper. It gives up when ctx is done: then what is not anchored stays
 // queued in QueueDir for the next Shipper, and the error says how much.
 // Close without Start ships the Source once.
 func (s *Shipper) Close(ctx context.Context) error {
