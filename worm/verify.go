@@ -187,20 +187,23 @@ func Verify(ctx context.Context, store *Store, o VerifyOptions) (Report, error) 
 		}
 		v.rep.Streams = append(v.rep.Streams, rep)
 	}
-	v.nothingAnchored()
+	v.nothingAnchored(streams)
 	if len(v.rep.Problems) > 0 {
 		return v.rep, &VerifyError{Problems: v.rep.Problems}
 	}
 	return v.rep, nil
 }
 
-// nothingAnchored reports each local stream with records and none of them
-// anchored, and, if there is none, a prefix with nothing anchored under it.
-func (v *storeVerifier) nothingAnchored() {
+// nothingAnchored reports each local stream with records and no segment
+// in the store, and, if there is none, a prefix with no segment under it.
+// A segment that does not verify is reported as what it is, not as
+// nothing.
+func (v *storeVerifier) nothingAnchored(streams map[string]*storedStream) {
 	anchored, reported := false, false
 	for _, r := range v.rep.Streams {
-		anchored = anchored || r.Records > 0
-		if r.Records == 0 && r.AtRisk > 0 {
+		has := len(streams[r.Stream].segments) > 0
+		anchored = anchored || has
+		if !has && r.AtRisk > 0 {
 			v.problem(Problem{Kind: ProblemNothingAnchored, Stream: r.Stream, Seq: r.AtRiskFrom,
 				Text: fmt.Sprintf("%s in the local files and none anchored under s3://%s/%s: a mistyped prefix or stream name, or a stream never shipped",
 					plural(uint64(r.AtRisk), "record"), v.store.bucket, v.store.prefix)})
