@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,7 +159,9 @@ func TestShipFollowExitsWhenTheStreamStops(t *testing.T) {
 	select {
 	case res = <-done:
 	case <-time.After(60 * time.Second):
-		syscall.Kill(os.Getpid(), syscall.SIGINT) // caught by the command, which then returns
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Signal(os.Interrupt) // caught by the command, which then returns
+		}
 		<-done
 		t.Fatal("ship -follow runs on after the shipper stopped the stream for good")
 	}
