@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/grantretry/grantretry"
 )
@@ -68,4 +69,29 @@ func readTrailHead(path string) (*trailHead, error) {
 		return nil, &Error{File: path, Problem: "the head's hash is not hex"}
 	}
 	return &h, nil
+}
+
+// Head is what a trail's head file says: the last record that Sync or
+// Close made durable.
+type Head struct {
+	Seq  uint64
+	Hash [32]byte
+}
+
+// ReadHead reads the head file of the trail whose live file is live
+// (live.head). Every record up to the head's survives a power loss; a
+// record after it may not, and the trail reopened after one goes on from
+// its last synced record, writing other records under the seqs of those
+// lost. So a reader that copies the trail elsewhere, as a write-once
+// shipper does, copies only up to the head. ok is false when the trail
+// has no head file: no record of it was synced yet, or it was not written
+// by [Open]. An error matches [grantretry.ErrAuditTrail].
+func ReadHead(live string) (h Head, ok bool, err error) {
+	th, err := readTrailHead(trailBase(filepath.Clean(live)) + ".head")
+	if err != nil || th == nil {
+		return Head{}, false, err
+	}
+	h.Seq = th.Seq
+	hex.Decode(h.Hash[:], []byte(th.Hash)) // checked by readTrailHead
+	return h, true, nil
 }

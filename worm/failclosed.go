@@ -48,9 +48,9 @@ func (f *failClosed) Err() error {
 	if b.Age <= f.bound {
 		return nil
 	}
-	err := fmt.Errorf("%w: %d records, the oldest read %s ago (the bound is %s)", ErrUnanchored, b.Records, b.Age.Round(time.Millisecond), f.bound)
+	err := fmt.Errorf("%w: %s, the oldest read %s ago (the bound is %s)", ErrUnanchored, plural(uint64(b.Records), "record"), b.Age.Round(time.Millisecond), f.bound)
 	if b.Unpositioned > 0 {
-		err = fmt.Errorf("%w: %d streams not read for %s, the store not answering where they stand (the bound is %s)", ErrUnanchored, b.Unpositioned, b.Age.Round(time.Millisecond), f.bound)
+		err = fmt.Errorf("%w: %s not read for %s, the store not answering where they stand (the bound is %s)", ErrUnanchored, plural(uint64(b.Unpositioned), "stream"), b.Age.Round(time.Millisecond), f.bound)
 	}
 	if b.Stopped != nil {
 		err = fmt.Errorf("%w: shipping stopped %s ago (the bound is %s): %v", ErrUnanchored, b.Age.Round(time.Millisecond), f.bound, b.Stopped)

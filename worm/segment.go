@@ -148,9 +148,11 @@ type checkpoint struct {
 	Seq    uint64    `json:"seq"`  // the last record anchored
 	Hash   string    `json:"hash"` // its hash, hex
 	Time   time.Time `json:"time"`
-	// Kind is "segment" after a segment, "heartbeat" on the timer, or
-	// "closed" when the shipper closed: a stream that ends with a closed
-	// checkpoint stopped, it was not cut.
+	// Kind is "segment" after a segment, "heartbeat" on the timer,
+	// "closed" when the shipper closed (a stream that ends with a closed
+	// checkpoint stopped, it was not cut), or "stopped" when the shipper
+	// stopped the stream for good at a local record that does not
+	// continue its chain: nothing after Seq will be anchored.
 	Kind string `json:"kind"`
 }
 
@@ -159,6 +161,7 @@ const (
 	kindSegment   = "segment"
 	kindHeartbeat = "heartbeat"
 	kindClosed    = "closed"
+	kindStopped   = "stopped"
 )
 
 func (c checkpoint) encode() []byte {

@@ -32,8 +32,11 @@ const (
 	// checkpoint anyway, so that a trail that stopped is told from one
 	// that was cut.
 	DefaultHeartbeat = 5 * time.Minute
-	// DefaultRetention is how long every object is locked: three years
-	// and a leap day (2 CFR 200.334).
+	// DefaultRetention is the shortest the default lock comes to, and
+	// what Verify requires by default: 3×365+1 days. The default lock
+	// itself, when Options.Retention is 0, is three calendar years and
+	// a day from the upload (2 CFR 200.334 keeps records three years),
+	// a day more than three years whether or not they hold a leap day.
 	DefaultRetention = (3*365 + 1) * 24 * time.Hour
 	// DefaultPollInterval is how often the Shipper reads its Source.
 	DefaultPollInterval = 500 * time.Millisecond
@@ -80,8 +83,9 @@ type Options struct {
 	// DefaultHeartbeat.
 	Heartbeat time.Duration
 	// Retention is how long every object is locked in COMPLIANCE mode,
-	// from its upload. Default DefaultRetention. If the bucket's default
-	// retention is longer, that is used.
+	// from its upload. If 0, three calendar years and a day (see
+	// DefaultRetention). If the bucket's default retention is longer,
+	// that is used.
 	Retention time.Duration
 	// PollInterval is how often the Source is read. Default
 	// DefaultPollInterval.
@@ -154,12 +158,21 @@ type Shipper struct {
 	reg    metric.Registration
 
 	// upMu serialises uploads: the uploader loop and Close.
-	upMu      sync.Mutex
-	retention time.Duration // resolved at the first upload; guarded by upMu
+	upMu sync.Mutex
+	// bucketRetention is the bucket's default retention, read at the
+	// first upload (retentionRead); guarded by upMu.
+	bucketRetention time.Duration
+	retentionRead   bool
 
-	mu           sync.Mutex // guards what follows; never held across I/O or a callback
-	queue        []*queued
-	heartbeats   []string
+	mu         sync.Mutex // guards what follows; never held across I/O or a callback
+	queue      []*queued
+	heartbeats []string
+	// stopped holds the streams stopped for good at a local record that
+	// does not continue their chain: they get a stopped checkpoint (the
+	// names in stops, until it is stored), then no heartbeat or closed
+	// one, so the store says they stopped.
+	stopped      map[string]bool
+	stops        []string
 	open         map[string]openInfo
 	unpositioned map[string]time.Time // streams whose position is not known, since when
 	posErr       error                // why, the last time
@@ -217,7 +230,6 @@ func NewShipper(o Options) (*Shipper, error) {
 	setDefault(&o.SegmentSize, DefaultSegmentSize)
 	setDefault(&o.SegmentAge, DefaultSegmentAge)
 	setDefault(&o.Heartbeat, DefaultHeartbeat)
-	setDefault(&o.Retention, DefaultRetention)
 	setDefault(&o.PollInterval, DefaultPollInterval)
 	setDefault(&o.MaxBackoff, DefaultMaxBackoff)
 	setDefault(&o.UploadTimeout, DefaultUploadTimeout)
@@ -235,6 +247,7 @@ func NewShipper(o Options) (*Shipper, error) {
 		notify: make(chan struct{}, 1), open: map[string]openInfo{},
 		unpositioned: map[string]time.Time{}, cpLast: map[string]time.Time{},
 		anchored: map[string]chainState{}, lastCheckpoint: map[string]time.Time{}, confirmed: map[string]bool{},
+		stopped: map[string]bool{},
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -277,7 +290,8 @@ func (s *Shipper) Start() {
 // Close stops the background work, reads the Source a last time, seals
 // every open segment and anchors the queue, then writes a closed
 // checkpoint for each stream, so the verifier sees the trail stopped,
-// not cut. It gives up when ctx is done: then what is not anchored stays
+// not cut. Records the trail has not synced yet are not read (see
+// Source): close the trail first, or they wait for the next Shipper. It gives up when ctx is done: then what is not anchored stays
 // queued in QueueDir for the next Shipper, and the error says how much.
 // Close without Start ships the Source once.
 func (s *Shipper) Close(ctx context.Context) error {
@@ -297,7 +311,7 @@ func (s *Shipper) Close(ctx context.Context) error {
 		return err
 	}
 	if b := s.Backlog(); b.Unpositioned > 0 {
-		return fmt.Errorf("grantretry: worm: %d streams not shipped: where they stand in the store could not be read (%v)", b.Unpositioned, s.positionErr())
+		return fmt.Errorf("grantretry: worm: %s not shipped: where they stand in the store could not be read (%v)", plural(uint64(b.Unpositioned), "stream"), s.positionErr())
 	}
 	if err := s.closeStreams(ctx); err != nil {
 		return err
@@ -433,13 +447,8 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 	})
 	var bs *brokenSource
 	if errors.As(err, &bs) {
-		st.broken = bs
-		s.mu.Lock()
-		if s.fatal == nil {
-			s.fatal, s.fatalAt = bs, s.clock.Now()
-		}
-		s.mu.Unlock()
-		s.log.Error("grantretry: worm: not shipped", zap.Error(bs))
+		s.stop(st, bs)
+		return
 	} else if err != nil && ctx.Err() == nil {
 		s.log.Warn("grantretry: worm: reading the source", zap.String("stream", st.name), zap.Error(err))
 	}
@@ -448,6 +457,26 @@ func (s *Shipper) pollStream(ctx context.Context, st *stream, sealAll bool) {
 			s.log.Warn("grantretry: worm: sealing a segment", zap.String("stream", st.name), zap.Error(err))
 		}
 	}
+}
+
+// stop stops stream st for good at bs: the records read before it are
+// sealed, and a stopped checkpoint follows them.
+func (s *Shipper) stop(st *stream, bs *brokenSource) {
+	st.broken = bs
+	if st.records > 0 {
+		if err := s.seal(st); err != nil {
+			s.log.Warn("grantretry: worm: sealing a segment", zap.String("stream", st.name), zap.Error(err))
+		}
+	}
+	s.mu.Lock()
+	if s.fatal == nil {
+		s.fatal, s.fatalAt = bs, s.clock.Now()
+	}
+	s.stopped[st.name] = true
+	s.stops = append(s.stops, st.name)
+	s.mu.Unlock()
+	s.wake()
+	s.log.Error("grantretry: worm: not shipped", zap.Error(bs))
 }
 
 // brokenSource is a local record that does not continue its stream's
@@ -577,7 +606,7 @@ func (s *Shipper) askHeartbeats(names []string) {
 	}
 	asked := false
 	for _, name := range names {
-		if _, known := s.anchored[name]; !known || queued[name] {
+		if _, known := s.anchored[name]; !known || queued[name] || s.stopped[name] {
 			continue
 		}
 		if now.Sub(s.lastCheckpoint[name]) >= s.o.Heartbeat {
@@ -590,9 +619,11 @@ func (s *Shipper) askHeartbeats(names []string) {
 	}
 }
 
-// job is the next upload: the oldest queued segment, else a heartbeat.
+// job is the next upload: the oldest queued segment, else a stopped
+// checkpoint, else a heartbeat.
 type job struct {
 	seg       *queued
+	stopped   string
 	heartbeat string
 }
 
@@ -601,6 +632,9 @@ func (s *Shipper) nextJob() (job, bool) {
 	defer s.mu.Unlock()
 	if len(s.queue) > 0 {
 		return job{seg: s.queue[0]}, true
+	}
+	if len(s.stops) > 0 {
+		return job{stopped: s.stops[0]}, true
 	}
 	if len(s.heartbeats) > 0 {
 		return job{heartbeat: s.heartbeats[0]}, true
@@ -643,7 +677,7 @@ func (s *Shipper) drain(ctx context.Context) error {
 			}
 			if ctx.Err() != nil || s.clock.Sleep(ctx, s.backoff()) != nil {
 				b := s.Backlog()
-				return fmt.Errorf("grantretry: worm: %d records in %d segments not anchored, queued in %s (%v)", b.Records, b.Segments, s.o.QueueDir, err)
+				return fmt.Errorf("grantretry: worm: %s in %s not anchored, queued in %s (%v)", plural(uint64(b.Records), "record"), plural(uint64(b.Segments), "segment"), s.o.QueueDir, err)
 			}
 		}
 	}
@@ -677,10 +711,13 @@ func (s *Shipper) uploadNext(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if j.seg != nil {
+	switch {
+	case j.seg != nil:
 		err = s.uploadSegment(ctx, j.seg)
-	} else {
-		err = s.uploadHeartbeat(ctx, j.heartbeat)
+	case j.stopped != "":
+		err = s.uploadCheckpoint(ctx, j.stopped, kindStopped)
+	default:
+		err = s.uploadCheckpoint(ctx, j.heartbeat, kindHeartbeat)
 	}
 	if err != nil {
 		s.failed(j, err)
@@ -693,7 +730,7 @@ func (s *Shipper) uploadNext(ctx context.Context) error {
 // resolveRetention reads the bucket's default retention once: objects
 // are never locked for less. upMu must be held.
 func (s *Shipper) resolveRetention(ctx context.Context) error {
-	if s.retention > 0 {
+	if s.retentionRead {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.UploadTimeout)
@@ -708,8 +745,23 @@ func (s *Shipper) resolveRetention(ctx context.Context) error {
 		s.setFatal(fmt.Errorf("grantretry: worm: bucket %s has no Object Lock: create it with Object Lock enabled", s.o.Store.bucket))
 		return s.Err()
 	}
-	s.retention = max(s.o.Retention, d)
+	s.bucketRetention, s.retentionRead = d, true
 	return nil
+}
+
+// retainUntil is when an object uploaded at now may be deleted: the
+// Options' Retention from now (by default three calendar years and a
+// day), or the bucket's default retention if that is longer. upMu must
+// be held.
+func (s *Shipper) retainUntil(now time.Time) time.Time {
+	until := now.Add(s.o.Retention)
+	if s.o.Retention == 0 {
+		until = now.AddDate(3, 0, 1)
+	}
+	if b := now.Add(s.bucketRetention); b.After(until) {
+		until = b
+	}
+	return until
 }
 
 func (s *Shipper) setFatal(err error) {
@@ -803,7 +855,7 @@ func (s *Shipper) put(ctx context.Context, key string, data []byte, contentType 
 	ctx, cancel := context.WithTimeout(ctx, s.o.UploadTimeout)
 	defer cancel()
 	st := s.o.Store
-	err := st.put(ctx, key, data, contentType, s.clock.Now().Add(s.retention), meta)
+	err := st.put(ctx, key, data, contentType, s.retainUntil(s.clock.Now()), meta)
 	if !errors.Is(err, errExists) {
 		return err
 	}
@@ -818,13 +870,13 @@ func (s *Shipper) put(ctx context.Context, key string, data []byte, contentType 
 	return nil
 }
 
-// uploadHeartbeat writes a heartbeat checkpoint of stream: where its
-// anchored chain stands now. upMu must be held.
-func (s *Shipper) uploadHeartbeat(ctx context.Context, stream string) error {
+// uploadCheckpoint writes a heartbeat or stopped checkpoint of stream:
+// where its anchored chain stands now. upMu must be held.
+func (s *Shipper) uploadCheckpoint(ctx context.Context, stream, kind string) error {
 	if err := s.resolveRetention(ctx); err != nil {
 		return err
 	}
-	return s.writeCheckpoint(ctx, stream, kindHeartbeat)
+	return s.writeCheckpoint(ctx, stream, kind)
 }
 
 // checkpointTime is the time of stream's next checkpoint: now, or just
@@ -854,12 +906,16 @@ func (s *Shipper) writeCheckpoint(ctx context.Context, stream, kind string) erro
 	if kind == kindHeartbeat && len(s.heartbeats) > 0 && s.heartbeats[0] == stream {
 		s.heartbeats = s.heartbeats[1:]
 	}
+	if kind == kindStopped && len(s.stops) > 0 && s.stops[0] == stream {
+		s.stops = s.stops[1:]
+	}
 	s.mu.Unlock()
 	return nil
 }
 
 // closeStreams writes a closed checkpoint for every stream whose queue is
-// anchored.
+// anchored, except those stopped for good: their last checkpoint says
+// they stopped.
 func (s *Shipper) closeStreams(ctx context.Context) error {
 	s.upMu.Lock()
 	defer s.upMu.Unlock()
@@ -869,7 +925,9 @@ func (s *Shipper) closeStreams(ctx context.Context) error {
 	s.mu.Lock()
 	var names []string
 	for name := range s.anchored {
-		names = append(names, name)
+		if !s.stopped[name] {
+			names = append(names, name)
+		}
 	}
 	s.mu.Unlock()
 	for _, name := range names {

@@ -384,3 +384,41 @@ func TestShipOnceWithoutTheStoreFails(t *testing.T) {
 		t.Fatal("Close: nil, want the streams not shipped reported")
 	}
 }
+
+// A stream the shipper stopped for good, at a local record that does not
+// continue its anchored chain, gets no heartbeat and no closed checkpoint
+// after it: its last checkpoint says it stopped, and a verify of the
+// store alone reports it, however recent that checkpoint is.
+func TestStoppedStreamIsReportedStoppedNotRunning(t *testing.T) {
+	st := testStore(t)
+	ship(t, st, makeTrail(t, t.TempDir(), 10), Options{})
+	// Another trail under the same name: its records after the anchored
+	// ones do not continue the anchored chain.
+	other := makeTrail(t, t.TempDir(), 20)
+	src, err := OpenFiles("", other...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newManualClock()
+	s, err := NewShipper(Options{Store: st, Source: src, QueueDir: t.TempDir(), Clock: clock, Retention: testRetention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		s.poll(ctx, false)
+		s.drain(ctx)
+		clock.Advance(DefaultHeartbeat)
+	}
+	if s.Err() == nil {
+		t.Fatal("the shipper did not stop at a record that does not continue the chain")
+	}
+	if err := s.Close(ctx); err == nil {
+		t.Fatal("Close of a stopped shipper: no error")
+	}
+	rep, err := Verify(ctx, st, VerifyOptions{MinRetention: testMinRetention, Clock: fixedClock{clock.Now().Add(time.Minute)}})
+	var ve *VerifyError
+	if !errors.As(err, &ve) || ve.Problems[0].Kind != ProblemStopped || ve.Problems[0].Stream != testStream || len(rep.Streams) != 1 || !rep.Streams[0].Stopped {
+		t.Fatalf("a store-only verify of the stopped stream: %v (report %+v); want it reported stopped", err, rep.Streams)
+	}
+}

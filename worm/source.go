@@ -25,22 +25,28 @@ import (
 // stream in chain order, as the source holds them, each line without its
 // newline (valid only during the call) and where it is (a file and a
 // 1-based line, or a table and 0), starting at the first record whose seq
-// is after after; every line after that one is passed, whatever it holds.
-// It passes only whole records: a live file's last line still being
-// written is left for the next Scan. It stops at fn's first error and
-// returns it. A Source must be safe for concurrent use.
+// is after after; every line after that one is passed, whatever it holds,
+// up to the last durable record. It passes only whole, durable records: a
+// record the source may still lose (a trail file's records after its
+// head, which a power loss can take and the reopened trail write again
+// under the same seqs) and a live file's last line still being written
+// are left for a later Scan. It stops at fn's first error and returns it.
+// A Source must be safe for concurrent use.
 type Source interface {
 	Streams(ctx context.Context) ([]string, error)
 	Scan(ctx context.Context, stream string, after uint64, fn func(record []byte, file string, line int) error) error
 }
 
 // Files is the Source of one trail file's records (package trail): one
-// stream, named after the live file unless told otherwise. It is safe for
-// concurrent use.
+// stream, named after the live file unless told otherwise. It passes the
+// records up to the one the trail's head file names (see
+// [trail.ReadHead]), the last the trail synced; without a head file, every
+// whole record. It is safe for concurrent use.
 type Files struct {
 	stream string
 	live   string   // the live file, when following
 	paths  []string // the files given, when not following
+	head   string   // the live file whose head file says what is durable
 
 	mu  sync.Mutex // guards cur
 	cur cursor
@@ -74,21 +80,27 @@ func FollowFiles(stream, live string) (*Files, error) {
 	if live == "" {
 		return nil, errors.New("grantretry: worm: no trail file")
 	}
-	return &Files{stream: stream, live: filepath.Clean(live)}, nil
+	return &Files{stream: stream, live: filepath.Clean(live), head: filepath.Clean(live)}, nil
 }
 
 // OpenFiles returns the Source of the trail files given, as "grantretry
 // audit verify" takes them: the live file, rotated files and head files,
-// in any order (head files are left out: the chain is in the others).
-// With one trail's own names they are read in rotation order, the live
-// file last; otherwise by the seq of each file's first record. stream
-// names the stream; "" for StreamName of the live file's base name.
+// in any order. With one trail's own names they are read in rotation
+// order, the live file last; otherwise by the seq of each file's first
+// record. The head file given, else the one beside the live file, says
+// which records are durable. stream names the stream; "" for StreamName
+// of the live file's base name.
 func OpenFiles(stream string, paths ...string) (*Files, error) {
 	var files []string
+	head := ""
 	seen := map[string]bool{}
 	for _, p := range paths {
 		c := filepath.Clean(p)
-		if seen[c] || strings.HasSuffix(c, ".head") || strings.HasSuffix(c, ".head.tmp") {
+		if seen[c] || strings.HasSuffix(c, ".head.tmp") {
+			continue
+		}
+		if live, ok := strings.CutSuffix(c, ".head"); ok {
+			head = live
 			continue
 		}
 		seen[c] = true
@@ -106,7 +118,10 @@ func OpenFiles(stream string, paths ...string) (*Files, error) {
 	if err := checkStream(stream); err != nil {
 		return nil, err
 	}
-	return &Files{stream: stream, paths: files}, nil
+	if head == "" {
+		head = trail.LiveFile(filepath.Clean(files[0]))
+	}
+	return &Files{stream: stream, paths: files, head: head}, nil
 }
 
 // Stream returns the name of the files' stream.
@@ -119,6 +134,11 @@ func (f *Files) Streams(context.Context) ([]string, error) { return []string{f.s
 func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([]byte, string, int) error) error {
 	if stream != f.stream {
 		return nil
+	}
+	// The head before the files: every record it names is in them.
+	head, synced, err := trail.ReadHead(f.head)
+	if err != nil {
+		return fmt.Errorf("grantretry: worm: %w", err)
 	}
 	files, live, err := f.files()
 	if err != nil {
@@ -140,7 +160,7 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 	if !resumed && after > 0 {
 		start = skipFiles(files, after)
 	}
-	r := &scanRun{fn: fn, after: after, started: resumed, readers: &f.readers}
+	r := &scanRun{fn: fn, after: after, started: resumed, readers: &f.readers, limited: synced, limit: head.Seq}
 	for i := start; i < len(files); i++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -164,8 +184,8 @@ func (f *Files) Scan(ctx context.Context, stream string, after uint64, fn func([
 			f.cur = cursor{seq: r.last, info: end.info, off: end.off, line: end.line}
 			f.mu.Unlock()
 		}
-		if end.partial {
-			break // nothing after a line still being written
+		if end.partial || end.held {
+			break // nothing after a line still being written, or not synced
 		}
 	}
 	return nil
@@ -219,6 +239,10 @@ type scanRun struct {
 	started bool   // a record after after was passed: pass every line
 	last    uint64 // seq of the last record passed, 0 if none parsed
 	readers *sync.Pool
+	// limited says the trail has a head, and limit is its seq: nothing
+	// after it is passed.
+	limited bool
+	limit   uint64
 }
 
 // fileEnd is where a file's scan stopped.
@@ -227,6 +251,7 @@ type fileEnd struct {
 	off     int64
 	line    int
 	partial bool // at a last line without its newline
+	held    bool // at the first record after the head's
 }
 
 // file passes the whole lines of path from offset off, the line-th line
@@ -276,6 +301,13 @@ func (r *scanRun) file(path string, off int64, line int, want os.FileInfo) (file
 			seq = l.Seq
 		}
 		if r.started || seq > r.after || (seq == 0 && r.after == 0) {
+			if r.limited && max(r.after, r.last) >= r.limit {
+				// Past the head: not durable yet, or never to be if a
+				// power loss takes it. A line before the head's record
+				// is passed whatever it holds, as damage to report.
+				end.held = true
+				return end, nil
+			}
 			r.started = true
 			if err := r.fn(rec, path, end.line+1); err != nil {
 				return end, err

@@ -3,6 +3,8 @@ package worm
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -33,7 +36,13 @@ type StoreConfig struct {
 	// Region is the bucket's region. If empty, AWS_REGION (or the shared
 	// config's), else us-east-1.
 	Region string
-	// HTTPClient sends the requests. If nil, the SDK's.
+	// HTTPClient sends the requests. If nil, the SDK's. When a CA bundle
+	// is configured (AWS_CA_BUNDLE, or ca_bundle in the shared config),
+	// its certificates are added to the roots of a copy of the client's
+	// *http.Transport, and are its only roots if it has none of its own,
+	// as with the SDK's client; the client given is not changed. A client whose Transport is not an *http.Transport is
+	// refused then: trust the bundle in that transport and unset
+	// AWS_CA_BUNDLE for the process.
 	HTTPClient *http.Client
 }
 
@@ -60,8 +69,20 @@ func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
 	}
+	var seed *awshttp.BuildableClient
 	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+		// The SDK adds a CA bundle only to a client of its own kind: it is
+		// given one with the roots of cfg's, and what it makes of them is
+		// put into a copy of cfg's below.
+		seed = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			if roots := transportRoots(cfg.HTTPClient); roots != nil {
+				if tr.TLSClientConfig == nil {
+					tr.TLSClientConfig = &tls.Config{}
+				}
+				tr.TLSClientConfig.RootCAs = roots.Clone()
+			}
+		})
+		opts = append(opts, config.WithHTTPClient(seed))
 	}
 	// The checksum the store keeps is the SHA-256 each upload names; the
 	// SDK adds none of its own.
@@ -70,6 +91,11 @@ func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: worm: AWS configuration: %w", err)
 	}
+	if cfg.HTTPClient != nil {
+		if ac.HTTPClient, err = withCABundle(cfg.HTTPClient, seed, ac.HTTPClient); err != nil {
+			return nil, err
+		}
+	}
 	c := s3.NewFromConfig(ac, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -77,6 +103,50 @@ func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		}
 	})
 	return &Store{c: c, bucket: cfg.Bucket, prefix: normPrefix(cfg.Prefix)}, nil
+}
+
+// transportOf returns hc's *http.Transport, or nil if it has another
+// kind of RoundTripper.
+func transportOf(hc *http.Client) *http.Transport {
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, _ := rt.(*http.Transport)
+	return tr
+}
+
+// transportRoots returns the roots hc's transport trusts, nil for the
+// system's.
+func transportRoots(hc *http.Client) *x509.CertPool {
+	if tr := transportOf(hc); tr != nil && tr.TLSClientConfig != nil {
+		return tr.TLSClientConfig.RootCAs
+	}
+	return nil
+}
+
+// withCABundle returns the client to send requests with: hc itself if
+// the configuration loaded holds no CA bundle (the SDK left its client
+// seed as it was), else a copy of hc whose transport trusts the roots
+// the SDK made of hc's and the bundle.
+func withCABundle(hc *http.Client, seed *awshttp.BuildableClient, loaded aws.HTTPClient) (*http.Client, error) {
+	bc, ok := loaded.(*awshttp.BuildableClient)
+	if !ok || bc == seed {
+		return hc, nil
+	}
+	tr := transportOf(hc)
+	if tr == nil {
+		return nil, fmt.Errorf("grantretry: worm: a CA bundle is configured (AWS_CA_BUNDLE, or ca_bundle in the shared config), and StoreConfig.HTTPClient's Transport, a %T, is not an *http.Transport that it could be added to: give a client with an *http.Transport, or trust the bundle in your transport's TLS configuration and unset AWS_CA_BUNDLE for this process", hc.Transport)
+	}
+	built := bc.GetTransport()
+	tr = tr.Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
+	tr.TLSClientConfig.RootCAs = built.TLSClientConfig.RootCAs
+	out := *hc
+	out.Transport = tr
+	return &out, nil
 }
 
 // Bucket returns the store's bucket.

@@ -308,3 +308,16 @@ func lastSeq(t *testing.T, files []string) uint64 {
 	}
 	return sum.LastSeq
 }
+
+// A verify of nothing fails: a prefix with nothing anchored under it, or
+// local records none of which is anchored (a mistyped prefix or stream).
+func TestVerifyReportsNothingAnchored(t *testing.T) {
+	st := testStore(t)
+	_, err := verify(t, st, nil, VerifyOptions{})
+	var ve *VerifyError
+	if !errors.As(err, &ve) || ve.Problems[0].Kind != ProblemNothingAnchored || ve.Problems[0].Stream != "" {
+		t.Fatalf("store alone, nothing under the prefix: %v; want %s", err, ProblemNothingAnchored)
+	}
+	_, err = verify(t, st, makeTrail(t, t.TempDir(), 5), VerifyOptions{})
+	wantProblem(t, err, ProblemNothingAnchored, 1, "", 0)
+}

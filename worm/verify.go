@@ -53,6 +53,8 @@ const (
 	ProblemStaleCheckpoint = "stale-checkpoint" // the last checkpoint is older than the heartbeat allows
 	ProblemUnknownObject   = "unknown-object"   // an object under the prefix that is no segment or checkpoint
 	ProblemLocalChain      = "local-chain"      // a local record past the last anchor does not continue the chain
+	ProblemStopped         = "stopped"          // the last checkpoint says the shipper stopped the stream for good
+	ProblemNothingAnchored = "nothing-anchored" // nothing under the prefix, or local records and none of them anchored
 )
 
 // Problem is one thing Verify found wrong, named by its stream and seq,
@@ -68,8 +70,12 @@ type Problem struct {
 	Text    string
 }
 
-// String returns "stream S seq N: WHERE: TEXT".
+// String returns "stream S seq N: WHERE: TEXT", or TEXT alone for a
+// problem of no stream.
 func (p Problem) String() string {
+	if p.Stream == "" {
+		return p.Text
+	}
 	var b strings.Builder
 	b.WriteString("stream " + p.Stream)
 	if p.Seq > 0 {
@@ -96,6 +102,10 @@ type StreamReport struct {
 	LastHash       string
 	LastCheckpoint time.Time // when the last checkpoint was stored
 	Closed         bool      // the last checkpoint is a closed one
+	// Stopped says the last checkpoint is a stopped one: the shipper
+	// stopped the stream for good at a local record that did not
+	// continue its chain, and anchors nothing more of it.
+	Stopped bool
 	// Local is the number of local records found equal to their anchored
 	// copies; AtRisk the local records past the last anchor (the window
 	// not anchored yet), from seq AtRiskFrom.
@@ -131,12 +141,16 @@ func (e *VerifyError) Is(target error) bool { return target == grantretry.ErrAud
 // version of every object, not only the current ones, and reports delete
 // markers, extra versions, seqs that no segment holds, segments that do
 // not continue the chain, retention shorter than MinRetention or not in
-// COMPLIANCE mode, and a last checkpoint older than MaxCheckpointAge.
+// COMPLIANCE mode, a last checkpoint older than MaxCheckpointAge, and a
+// last checkpoint that says the shipper stopped the stream for good.
 // With o.Local it compares each local stream with its anchored records:
 // a local record that differs from its anchored copy or is missing is
 // tampering, named by file, line and seq; local records past the last
-// anchor are the window at risk. It returns a *VerifyError when it found
-// a problem, another error when it could not read the store.
+// anchor are the window at risk. A check of nothing fails: nothing
+// anchored under the prefix, or a local stream with records and none of
+// them anchored, is a problem (a mistyped prefix or stream name passes no
+// check). It returns a *VerifyError when it found a problem, another
+// error when it could not read the store.
 func Verify(ctx context.Context, store *Store, o VerifyOptions) (Report, error) {
 	setDefault(&o.MinRetention, DefaultRetention)
 	setDefault(&o.MaxCheckpointAge, DefaultMaxCheckpointAge)
@@ -173,10 +187,33 @@ func Verify(ctx context.Context, store *Store, o VerifyOptions) (Report, error) 
 		}
 		v.rep.Streams = append(v.rep.Streams, rep)
 	}
+	v.nothingAnchored(streams)
 	if len(v.rep.Problems) > 0 {
 		return v.rep, &VerifyError{Problems: v.rep.Problems}
 	}
 	return v.rep, nil
+}
+
+// nothingAnchored reports each local stream with records and no segment
+// in the store, and, if there is none, a prefix with no segment under it.
+// A segment that does not verify is reported as what it is, not as
+// nothing.
+func (v *storeVerifier) nothingAnchored(streams map[string]*storedStream) {
+	anchored, reported := false, false
+	for _, r := range v.rep.Streams {
+		has := len(streams[r.Stream].segments) > 0
+		anchored = anchored || has
+		if !has && r.AtRisk > 0 {
+			v.problem(Problem{Kind: ProblemNothingAnchored, Stream: r.Stream, Seq: r.AtRiskFrom,
+				Text: fmt.Sprintf("%s in the local files and none anchored under s3://%s/%s: a mistyped prefix or stream name, or a stream never shipped",
+					plural(uint64(r.AtRisk), "record"), v.store.bucket, v.store.prefix)})
+			reported = true
+		}
+	}
+	if !anchored && !reported {
+		v.problem(Problem{Kind: ProblemNothingAnchored,
+			Text: fmt.Sprintf("nothing anchored under s3://%s/%s: a mistyped prefix, or nothing shipped yet", v.store.bucket, v.store.prefix)})
+	}
 }
 
 // storedObject is one key's versions, oldest first, and delete markers.
@@ -446,10 +483,15 @@ func (v *storeVerifier) checkpoints(ss *storedStream, st chainState, boundaries 
 			Text: "not a checkpoint"})
 		return nil
 	}
-	rep.LastCheckpoint, rep.Closed = latestAt, cp.Kind == kindClosed
+	rep.LastCheckpoint, rep.Closed, rep.Stopped = latestAt, cp.Kind == kindClosed, cp.Kind == kindStopped
 	if want, ok := boundaries[cp.Seq]; cp.Seq != latest.name.last || cp.Stream != ss.name || (cp.Seq > 0 && (!ok || want != h)) {
 		v.problem(Problem{Kind: ProblemBrokenLink, Stream: ss.name, Seq: cp.Seq, Key: latest.key, Version: ver.version,
 			Text: "the checkpoint does not name the last record of a segment with its hash"})
+	}
+	if rep.Stopped {
+		v.problem(Problem{Kind: ProblemStopped, Stream: ss.name, Seq: cp.Seq, Key: latest.key, Version: ver.version,
+			Text: fmt.Sprintf("the shipper stopped the stream for good after seq %d, at a local record that does not continue the chain: nothing after it is anchored", cp.Seq)})
+		return nil
 	}
 	if age := v.o.Clock.Now().Sub(latestAt); age > v.o.MaxCheckpointAge && !rep.Closed {
 		v.problem(Problem{Kind: ProblemStaleCheckpoint, Stream: ss.name, Seq: cp.Seq, Key: latest.key, Version: ver.version,

@@ -7,9 +7,11 @@
 //	grantretry-worm version
 //
 // Credentials come from the usual AWS_* environment. Exit status: 0
-// shipped or verified, 1 tampering, a gap or a failure to ship, 2 misuse,
-// or a verify that could not look (a store that does not answer, a file
-// that cannot be read): so 1 from verify always means a problem found.
+// shipped or verified, 1 tampering, a gap, nothing anchored or a failure
+// to ship (ship -follow exits at once when the shipper stops for good),
+// 2 misuse, or a verify that could not look (a store that does not
+// answer, a file that cannot be read): so 1 from verify always means a
+// problem found.
 // See docs/write-once.md.
 package main
 
@@ -29,7 +31,6 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry/worm"
-	"go.uber.org/zap"
 )
 
 func main() {
@@ -179,7 +180,7 @@ func ship(args []string, stdout, stderr io.Writer) error {
 	queue := fs.String("queue", "", "the queue `DIR` of sealed segments not anchored yet; default .BASE.worm beside FILE with -follow, else a temporary one")
 	stream := fs.String("stream", "", "the stream's name; default the live file's base name")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to keep trying to anchor before giving up (once, or at the end of -follow)")
-	fs.Var(durationFlag{&o.Retention}, "retention", "how long each object is locked (default 3y and a day; never less than the bucket's default)")
+	fs.Var(durationFlag{&o.Retention}, "retention", "how long each object is locked (default three calendar years and a day; never less than the bucket's default)")
 	fs.IntVar(&o.SegmentSize, "segment-size", worm.DefaultSegmentSize, "seal a segment at this many `bytes`")
 	fs.DurationVar(&o.SegmentAge, "segment-age", worm.DefaultSegmentAge, "seal a segment when its first record is this old")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", worm.DefaultHeartbeat, "write a checkpoint at least this often")
@@ -231,18 +232,14 @@ func ship(args []string, stdout, stderr io.Writer) error {
 			*queue = dir
 		}
 	}
-	log, _ := zap.NewProduction()
-	defer log.Sync()
-	o.Store, o.Source, o.QueueDir, o.Logger = st, src, *queue, log
+	o.Store, o.Source, o.QueueDir, o.Logger = st, src, *queue, plainLogger(stderr)
 	s, err := worm.NewShipper(o)
 	if err != nil {
 		return err
 	}
 	if *follow {
 		s.Start()
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-		<-sig
+		untilSignalOrStop(s)
 	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -253,13 +250,34 @@ func ship(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// untilSignalOrStop returns on SIGINT or SIGTERM, or once the shipper has
+// stopped for good: then nothing more is anchored, and running on would
+// only hide it.
+func untilSignalOrStop(s *worm.Shipper) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	tick := time.NewTicker(worm.DefaultPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sig:
+			return
+		case <-tick.C:
+			if s.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
 func verify(args []string, stdout, stderr io.Writer) (bool, error) {
 	fs := newFlags("verify", stderr)
 	var sf storeFlags
 	sf.add(fs)
 	o := worm.VerifyOptions{MinRetention: worm.DefaultRetention, MaxCheckpointAge: worm.DefaultMaxCheckpointAge}
 	stream := fs.String("stream", "", "the local files' stream; default the live file's base name")
-	fs.Var(durationFlag{&o.MinRetention}, "min-retention", "the retention every object must have from its upload (default 3y and a day)")
+	fs.Var(durationFlag{&o.MinRetention}, "min-retention", "the retention every object must have from its upload (default 1096d, the least three calendar years and a day come to)")
 	fs.DurationVar(&o.MaxCheckpointAge, "max-checkpoint-age", worm.DefaultMaxCheckpointAge, "how old a stream's last checkpoint may be, unless the shipper closed it")
 	if err := parse(fs, args, &sf, stderr); err != nil {
 		return false, err
@@ -285,40 +303,44 @@ func verify(args []string, stdout, stderr io.Writer) (bool, error) {
 		printStream(stdout, s, o.Local != nil)
 	}
 	if ve == nil {
-		if len(rep.Streams) == 0 {
-			fmt.Fprintf(stdout, "ok: nothing under s3://%s/%s\n", st.Bucket(), st.Prefix())
-		}
 		return true, nil
 	}
 	for _, p := range ve.Problems {
 		fmt.Fprintf(stdout, "FAIL %s: %s\n", p.Kind, p)
 	}
-	noun := "problems"
-	if len(ve.Problems) == 1 {
-		noun = "problem"
-	}
-	fmt.Fprintf(stderr, "grantretry-worm: verify: %d %s\n", len(ve.Problems), noun)
+	fmt.Fprintf(stderr, "grantretry-worm: verify: %s\n", plural(len(ve.Problems), "problem"))
 	return false, nil
 }
 
 func printStream(w io.Writer, s worm.StreamReport, local bool) {
-	fmt.Fprintf(w, "stream %s: %d records anchored in %d segments", s.Stream, s.Records, s.Segments)
+	fmt.Fprintf(w, "stream %s: %s anchored in %s", s.Stream, plural(s.Records, "record"), plural(s.Segments, "segment"))
 	if s.Records > 0 {
 		fmt.Fprintf(w, ", seq 1 to %d, last hash %s", s.LastSeq, s.LastHash)
 	}
 	if !s.LastCheckpoint.IsZero() {
 		state := "running"
-		if s.Closed {
+		switch {
+		case s.Closed:
 			state = "closed"
+		case s.Stopped:
+			state = "stopped"
 		}
 		fmt.Fprintf(w, "; last checkpoint %s (%s)", s.LastCheckpoint.UTC().Format(time.RFC3339), state)
 	}
 	fmt.Fprintln(w)
 	if local {
-		fmt.Fprintf(w, "  local: %d records equal to their anchored copies", s.Local)
+		fmt.Fprintf(w, "  local: %s equal to their anchored copies", plural(s.Local, "record"))
 		if s.AtRisk > 0 {
-			fmt.Fprintf(w, "; window at risk: %d records from seq %d not anchored yet", s.AtRisk, s.AtRiskFrom)
+			fmt.Fprintf(w, "; window at risk: %s from seq %d not anchored yet", plural(s.AtRisk, "record"), s.AtRiskFrom)
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// plural returns "1 noun" or "N nouns".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
