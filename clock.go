@@ -5,16 +5,24 @@ import (
 	"time"
 )
 
-// Clock is the time a Transport reads and waits on. The default is the
-// system clock; tests inject one that advances instantly so no test sleeps a
-// real backoff. Implementations must be safe for concurrent use.
+// Clock is the time a Transport reads and waits on ([WithClock]). The
+// default is the system clock; tests inject one that advances instantly
+// so no test sleeps a real backoff. Implementations must be safe for
+// concurrent use.
 //
-// The Clock governs the retry policy (budget deadline, Retry-After dates,
-// waits, the retry throttle's refill, elapsed times in the audit trail).
-// Attempts themselves run on real
-// sockets, so the per-attempt timeout and the deadline that bounds an attempt
-// in flight are real time, and so is the circuit breaker's cooldown, which
-// gobreaker measures itself.
+// The Clock governs the retry policy: the budget's deadline as the policy
+// checks it before each wait, Retry-After dates, the waits between
+// attempts, the retry throttle's refill ([WithThrottleRefill]), the
+// circuit breaker's waits before each half-open probe (from
+// [WithBreakerProbe]'s up to [WithBreaker]'s cooldown: advancing the
+// Clock past the wait lets the probe through, with no real wait), how
+// long an idle host's state is kept ([HostIdle]), and the times a call
+// records: each audit record's ts and the elapsed times, and a
+// [Letter]'s FirstAttempt, LastAttempt and Created. Attempts themselves
+// run on real sockets, so the per-attempt timeout ([WithAttemptTimeout]),
+// the deadline that cuts an attempt in flight, and each attempt's latency
+// are real time. A [Fleet] ([WithFleet]) keeps its own time: the fleet
+// module's shared breaker and budget run on its database's clock.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time

@@ -20,7 +20,9 @@ import (
 //
 // moved counts the letters inserted, present those whose row was there
 // already; err joins one error per letter that stays in the directory
-// (and a directory's unreadable files, see deadletter.Dir.List).
+// (and a directory's unreadable files, see deadletter.Dir.List). A
+// fallback directory that is gone is an error matching [io/fs.ErrNotExist]:
+// Drain reads the directory and never creates it.
 func (s *Letters) Drain(ctx context.Context) (moved, present int, err error) {
 	dir := s.cfg.fallback
 	if dir == nil {

@@ -2,6 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/grantretry/grantretry"
@@ -60,5 +64,29 @@ func TestDrainMovesFallbackLettersInOnceAndSendsNoneTwice(t *testing.T) {
 	}
 	if _, r, err := s.Get(ctx, only.ID); err != nil || r == nil {
 		t.Errorf("Get %s after its redelivery: %+v, %v", only.ID, r, err)
+	}
+}
+
+// A fallback directory that is gone (removed or renamed since it was
+// opened) is an error matching fs.ErrNotExist, with nothing counted, and
+// Drain does not create it again.
+func TestDrainOfAMissingFallbackDirectoryIsAnErrorAndCreatesNothing(t *testing.T) {
+	pool := newPool(t)
+	path := filepath.Join(t.TempDir(), "fallback")
+	dir, err := deadletter.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+	s := NewLetters(pool, WithFallback(dir))
+	defer s.Close()
+	moved, present, err := s.Drain(context.Background())
+	if !errors.Is(err, fs.ErrNotExist) || moved != 0 || present != 0 {
+		t.Errorf("Drain: moved %d, present %d, %v; want 0, 0 and an error matching fs.ErrNotExist", moved, present, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Drain created the missing directory: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ type Trail struct {
 	mu      sync.Mutex
 	pending [][]byte // records written since the last Sync took them
 	err     error    // sticky
+	closed  bool     // Close was called
 
 	// syncMu serialises commits; it guards everything below.
 	syncMu    sync.Mutex
@@ -273,6 +274,70 @@ func (t *Trail) fail(cause error) error {
 		t.err = err
 	}
 	return t.err
+}
+
+// Close commits the records written since the last Sync, as Sync does (to
+// the database, or to the local trail while the database is away), and
+// closes the Trail: Write and Sync then fail, and Err returns, an error
+// matching [grantretry.ErrAuditTrail]. It closes neither the pool nor the
+// local trail ([WithLocalTrail]), which are the caller's: close the local
+// trail after the Trail. Closing a broken Trail, or one whose last commit
+// fails, returns its failure, which Err keeps; closing it again returns
+// nil.
+func (t *Trail) Close() error {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	recs, err := t.pending, t.err
+	t.pending = nil
+	if err == nil {
+		// From here on every Write fails: no record is taken that
+		// nothing would commit.
+		t.err = fmt.Errorf("%w: fleet: writer %s: closed (Trail.Close); no record is written", grantretry.ErrAuditTrail, t.writer)
+	}
+	t.mu.Unlock()
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	if err := t.closingCommit(recs); err != nil {
+		err = fmt.Errorf("%w: fleet: writer %s: closing: %w", grantretry.ErrAuditTrail, t.writer, err)
+		t.mu.Lock()
+		t.err = err
+		t.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// closingCommit is Sync's commit or fail-over of recs for Close, which
+// has already set the closed error: it returns the cause of a failure
+// rather than breaking the Trail. syncMu must be held.
+func (t *Trail) closingCommit(recs [][]byte) error {
+	var cause error
+	if t.cfg.now().Before(t.downUntil) {
+		cause = errors.New("the database failed a moment ago")
+	} else if cause = t.commit(recs); cause == nil {
+		return nil
+	}
+	local := t.cfg.localTrail
+	if local == nil {
+		return cause
+	}
+	for _, rec := range recs {
+		if _, err := local.Write(rec); err != nil {
+			return errors.Join(cause, err)
+		}
+	}
+	if err := local.Sync(); err != nil {
+		return errors.Join(cause, err)
+	}
+	t.fellBack += len(recs)
+	return nil
 }
 
 // FellBack returns how many records went to the local trail because the

@@ -52,15 +52,17 @@ const auditTraceSynopsis = `Usage: grantretry audit trace FILE...
            (-correlation ID | -submission ID | -key KEY)
 
 Verifies the trail, then reconstructs every logical call that matches the
-one selector given, grouped by correlation id, in time order: its ids, the
-request (method, host, path) and payload hash, a table with one row per
-attempt (time, status, verdict, wait, latency, error) and the final
-disposition. A dead letter sent again (grantretry deadletter redeliver, or
-deadletter.Redeliver through a Transport with the same trail) is a call of
-its own, after the call that left the letter, and says which letter it
-redelivers. Text from a funder or a caller is shown with its control
-characters escaped (\x1b), never as they are. Exits 1 if no call matches
-or the chain is broken (the calls read before the break are still printed).
+one selector given, in the time order of their first records, each call's
+records together: its ids, the request (method, host, path) and payload
+hash, a table with one row per attempt (time, status, verdict, wait,
+latency, error) and the final disposition. A dead letter sent again
+(grantretry deadletter redeliver, or deadletter.Redeliver through a
+Transport with the same trail) is a call of its own, after the call that
+left the letter, and says which letter it redelivers, even when it began
+before that call's disposition was written. Text from a funder or a caller
+is shown with its control characters escaped (\x1b), never as they are.
+Exits 1 if no call matches or the chain is broken (the calls read before
+the break are still printed).
 `
 
 // runAudit runs "grantretry audit": verify or trace.
@@ -241,7 +243,7 @@ func auditTrace(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	calls := &traceCalls{byID: map[string]*tracedCall{}}
+	calls := &traceCalls{byID: map[callID]*tracedCall{}}
 	sum, err := trail.Read(files, calls.collect(field, value))
 	switch {
 	case err != nil && (len(calls.order) == 0 || !errors.As(err, new(*trail.Error))):
@@ -266,14 +268,21 @@ type tracedCall struct {
 	disposition *trail.Record
 }
 
-// traceCalls gathers the matching records by correlation id. A call ends
-// with its disposition record: a later record under the same correlation
-// id starts another call (a redelivered dead letter keeps its correlation
-// id, and a caller may reuse its own).
+// traceCalls gathers the matching records by call: by correlation id,
+// and by the letter a redelivery sends again (FieldRedelivers). A
+// redelivered dead letter keeps its correlation id, and a worker may send
+// it again before the call that left it has written its disposition (the
+// letter is kept first): its records are a call of their own, not the
+// first call's. A call ends with its disposition record: a later record
+// of the same id starts another call (a second redelivery of the letter,
+// or a caller reusing its own correlation id).
 type traceCalls struct {
-	byID  map[string]*tracedCall // the open call of each correlation id
+	byID  map[callID]*tracedCall // the open call of each id
 	order []*tracedCall
 }
+
+// callID tells the calls of a trail apart.
+type callID struct{ correlation, redelivers string }
 
 func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 	return func(r trail.Record) error {
@@ -285,7 +294,7 @@ func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 		if rawText(r.Fields[field]) != value {
 			return nil
 		}
-		id := rawText(r.Fields[grantretry.FieldCorrelationID])
+		id := callID{rawText(r.Fields[grantretry.FieldCorrelationID]), rawText(r.Fields[grantretry.FieldRedelivers])}
 		tc := c.byID[id]
 		if tc == nil || tc.disposition != nil {
 			tc = &tracedCall{first: r}

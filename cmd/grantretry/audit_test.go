@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,5 +395,119 @@ func TestAuditTraceShowsReconcile(t *testing.T) {
 	}
 	if _, err := runAuditArgs("verify", path); err != nil {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// redeliverCall sends the letter letterID again through client, as
+// deadletter.NewRedeliveryRequest does: under the letter's correlation id,
+// submission id and key, its context marked as the letter's redelivery.
+func redeliverCall(t *testing.T, client *http.Client, corr, sub, key, letterID string) {
+	t.Helper()
+	ctx := grantretry.WithRedeliveryOf(grantretry.WithSubmissionID(context.Background(), sub), letterID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://grants.example.gov/v1/applications", strings.NewReader(`{"call":"`+corr+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(grantretry.HeaderCorrelationID, corr)
+	req.Header.Set(grantretry.HeaderIdempotencyKey, key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// traceTimes returns the times of the attempt and disposition rows of
+// trace's output, in the order printed.
+func traceTimes(out string) []string {
+	var times []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && strings.HasPrefix(f[0], "2026-"):
+			times = append(times, f[0])
+		case len(f) > 3 && f[0] == "disposition" && f[2] == "at":
+			times = append(times, f[3])
+		}
+	}
+	return times
+}
+
+// A dead letter's call and its redelivery, selected by their key: the
+// call is printed first, then its redelivery, every row in time order.
+func TestAuditTracePrintsACallBeforeItsRedelivery(t *testing.T) {
+	path, funder, client := newTrailClient(t,
+		grantretry.WithBudget(1, time.Hour), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
+	funder.answers["corr-l"] = []int{503}
+	key := makeCall(t, client, "corr-l", "GRANT-2026-0123")
+	funder.answers["corr-l"] = []int{201}
+	redeliverCall(t, client, "corr-l", "GRANT-2026-0123", key, "L-0123")
+
+	out, err := runAuditArgs("trace", path, "-key", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second, ok := strings.Cut(out, "call 2 of 2")
+	if !ok {
+		t.Fatalf("want two calls:\n%s", out)
+	}
+	wantAll(t, "the call", first, "call 1 of 2", "dead_letter at")
+	wantNone(t, "the call", first, "redelivers")
+	wantAll(t, "its redelivery", second, "redelivers", "dead letter L-0123", "succeeded at")
+	times := traceTimes(out)
+	if len(times) != 5 || !slices.IsSorted(times) {
+		t.Errorf("rows at %q: want 5, in time order:\n%s", times, out)
+	}
+}
+
+// redeliveringSink stands for a worker quick enough to send a letter
+// again between the moment it is kept and the call's disposition record:
+// it redelivers each letter as it is put, through redeliver.
+type redeliveringSink struct{ redeliver func(l *grantretry.Letter) }
+
+func (s redeliveringSink) PutDeadLetter(_ context.Context, l *grantretry.Letter) error {
+	s.redeliver(l)
+	return nil
+}
+
+// A redelivery that starts before the call that left its letter has
+// recorded its disposition, under the same correlation id, is a call of
+// its own: its records are not taken for the first call's, and the first
+// call keeps its own disposition.
+func TestAuditTraceKeepsARedeliveryApartFromTheCallThatLeftItsLetter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trail.jsonl")
+	clk := &auditClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	sink, err := trail.Open(path, trail.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	funder := &cannedFunder{answers: map[string][]int{"corr-w": {503}}}
+	opts := []grantretry.Option{grantretry.WithAuditTrail(sink), grantretry.WithClock(clk),
+		grantretry.WithBudget(1, time.Hour), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle()}
+	worker := &http.Client{Transport: grantretry.New(funder, opts...)}
+	letters := redeliveringSink{func(l *grantretry.Letter) {
+		funder.mu.Lock()
+		funder.answers["corr-w"] = []int{201}
+		funder.mu.Unlock()
+		redeliverCall(t, worker, "corr-w", l.SubmissionID, l.IdempotencyKey, l.ID)
+	}}
+	pipeline := &http.Client{Transport: grantretry.New(funder, append(opts, grantretry.WithDeadLetter(letters))...)}
+	makeCall(t, pipeline, "corr-w", "GRANT-2026-0124")
+
+	out, err := runAuditArgs("trace", path, "-correlation", "corr-w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second, ok := strings.Cut(out, "call 2 of 2")
+	if !ok {
+		t.Fatalf("want two calls:\n%s", out)
+	}
+	flat1, flat2 := strings.Join(strings.Fields(first), " "), strings.Join(strings.Fields(second), " ")
+	if !strings.Contains(flat1, "disposition dead_letter") || strings.Contains(flat1, "redelivers") || strings.Contains(flat1, "ok:201") {
+		t.Errorf("the first call should be the dead letter's, without its redelivery's records:\n%s", first)
+	}
+	if !strings.Contains(flat2, "redelivers dead letter") || !strings.Contains(flat2, "disposition succeeded") || !strings.Contains(flat2, "attempts 1") {
+		t.Errorf("the second call should be the redelivery, with its attempt and disposition:\n%s", second)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -53,6 +54,12 @@ import (
 // recorded any submission twice or the trail does not verify. extra
 // options go to the Transport after the demo's own (the tests pass a clock
 // that skips the waits).
+//
+// dir is where the trail and the dead letters are kept for the reader,
+// who is told how to look at them: a new or empty directory (created if
+// missing), since a trail there would go on from an earlier run's. With
+// dir "" they go to a new temporary directory, removed before Run
+// returns, and the reader is told how to keep them.
 func Run(w io.Writer, dir string, extra ...grantretry.Option) error {
 	return RunWith(w, dir, Options{}, extra...)
 }
@@ -65,18 +72,36 @@ type Options struct {
 }
 
 // RunWith is Run with options.
-func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) error {
+func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	temporary := dir == ""
+	if temporary {
+		if dir, err = os.MkdirTemp("", "grantretry-grantsgov-"); err != nil {
+			return err
+		}
+		defer func() {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the temporary directory: %w", rerr))
+			}
+		}()
+	} else if err := newOrEmptyDir(dir); err != nil {
+		return err
+	}
 	recs, err := openRecords(dir)
 	if err != nil {
 		return err
 	}
+	defer recs.trail.Close() // closed already once the trail is verified
+	recs.temporary = temporary
 
 	fmt.Fprintf(w, "The grantretry demo: %d grant applications through one grantretry Transport, to two funders\n"+
 		"simulated on 127.0.0.1: a JSON API that fails the way real ones do, and a Grants.gov S2S\n"+
 		"endpoint that ignores Idempotency-Key.\n", len(applications)+len(s2sApplications))
 	fmt.Fprintf(w, "Audit records (hash-chained): %s\n", filepath.Join(dir, trailName))
+	if temporary {
+		fmt.Fprintln(w, "(a temporary directory, removed when the demo ends; -keep DIR keeps the records in DIR)")
+	}
 	if o.Lines == nil {
 		fmt.Fprintln(w, "(go run ./examples/grantsgov -v also prints each zap audit line as it is written)")
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -401,5 +402,43 @@ func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
 	}
 	if sum.Messages[grantretry.MsgReconcile] != 1 {
 		t.Errorf("trail holds %d reconcile records, want 1 (%s)", sum.Messages[grantretry.MsgReconcile], s2sDropped)
+	}
+}
+
+// A run without a directory to keep its records in leaves nothing in the
+// system's temporary directory, and says how to keep them.
+func TestRunLeavesNoTemporaryDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var out strings.Builder
+	if err := Run(&out, "", grantretry.WithClock(instant{})); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("the run left %d entries in the temporary directory (%v): %v", len(left), err, left)
+	}
+	if !strings.Contains(out.String(), "removed as the demo ends") || !strings.Contains(out.String(), "-keep DIR") {
+		t.Errorf("the output does not say the records were removed and how to keep them:\n%s", out.String())
+	}
+}
+
+// A directory given to keep the records in keeps them, and is told; one
+// that already holds something is refused before anything is sent, since
+// a trail there would go on from an earlier run's.
+func TestRunKeepsItsRecordsOnlyInANewOrEmptyDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kept")
+	var out strings.Builder
+	if err := Run(&out, dir, grantretry.WithClock(instant{})); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if _, err := trail.Verify(filepath.Join(dir, trailName)); err != nil {
+		t.Errorf("the kept trail: %v", err)
+	}
+	if !strings.Contains(out.String(), "The trail and the dead letters are kept in "+dir) {
+		t.Errorf("the output does not say where the records are kept:\n%s", out.String())
+	}
+	out.Reset()
+	if err := Run(&out, dir, grantretry.WithClock(instant{})); err == nil || out.Len() != 0 {
+		t.Errorf("a second run into the same directory: %v, output %q; want it refused before it starts", err, out.String())
 	}
 }

@@ -23,6 +23,8 @@ type records struct {
 	dir     string
 	trail   *trail.Trail
 	letters *deadletter.Dir
+	// temporary says dir is removed when the run ends.
+	temporary bool
 }
 
 const (
@@ -144,8 +146,15 @@ func (r *records) verifyTrail(w io.Writer, reconciles int) error {
 	return nil
 }
 
-// printNextSteps tells the reader how to look at what the demo kept.
+// printNextSteps tells the reader how to look at what the demo kept, or,
+// if it kept nothing, how to keep it.
 func (r *records) printNextSteps(w io.Writer) {
+	if r.temporary {
+		fmt.Fprintf(w, "\nThe trail and the dead letters were in a temporary directory, removed as the demo ends.\n"+
+			"To keep them and look at them with grantretry audit and deadletter, run:\n"+
+			"  go run ./examples/grantsgov -keep DIR\n")
+		return
+	}
 	live := filepath.Join(r.dir, trailName)
 	fmt.Fprintf(w, "\nThe trail and the dead letters are kept in %s. Look at them with:\n", r.dir)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
@@ -155,8 +164,19 @@ func (r *records) printNextSteps(w io.Writer) {
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
 
-// Dir makes the directory a run keeps its records in: a new directory
-// under the system's temporary one, left in place for the reader.
-func Dir() (string, error) {
-	return os.MkdirTemp("", "grantretry-grantsgov-")
+// newOrEmptyDir creates dir if it is missing and refuses it if it holds
+// anything: the records of one run, kept for the reader, must be that
+// run's alone.
+func newOrEmptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s is not empty: keep the records of a run in a new or empty directory", dir)
+	}
+	return nil
 }

@@ -34,10 +34,13 @@ const auditTraceSynopsis = `Usage: grantretry-fleet audit trace [-pg DSN]
            (-correlation ID | -submission ID | -key KEY)
 
 Verifies the database's trail, then prints every record of the calls that
-match the one selector given, writer by writer, in chain order. The records
-of a redelivery (deadletter redeliver, or fleet.Letters.Redeliver through a
-Transport on the trail) name the letter they send again: "redelivers dead
-letter ID". Exits 1 if none matches or a chain is broken.
+match the one selector given, in time order across all writers (by each
+record's own time, as its process's clock read it; records of the same time
+in chain order), so a redelivery made by another process follows the call
+that left its letter. The records of a redelivery (deadletter redeliver, or
+fleet.Letters.Redeliver through a Transport on the trail) name the letter
+they send again: "redelivers dead letter ID". Exits 1 if none matches or a
+chain is broken.
 `
 
 func runAudit(args []string, stdout io.Writer) error {
@@ -132,33 +135,44 @@ func auditTrace(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	matched := 0
+	var matched []fleet.TrailRecord
 	sum, err := fleet.ReadTrail(ctx, pool, func(r fleet.TrailRecord) error {
-		if v, _ := r.Fields[field].(string); v != value {
-			return nil
+		if v, _ := r.Fields[field].(string); v == value {
+			matched = append(matched, r)
 		}
-		if matched == 0 {
-			fmt.Fprintln(tw, "TIME\tWRITER\tSEQ\tMSG\tCORRELATION\tDETAIL")
-		}
-		matched++
-		corr, _ := r.Fields[grantretry.FieldCorrelationID].(string)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), escaped(r.Writer), r.Seq,
-			escaped(r.Msg), dashIfEmpty(escaped(corr)), detail(r.Fields))
 		return nil
 	})
-	tw.Flush()
+	// ReadTrail goes writer by writer: a call's records and its
+	// redelivery's, made by another process, are put back in time order.
+	// Records of one time stay in chain order, writer by writer.
+	slices.SortStableFunc(matched, func(a, b fleet.TrailRecord) int { return a.Time.Compare(b.Time) })
+	writeTrace(stdout, matched)
 	switch {
 	case noTable(err):
 		return errNoTrail("trace")
 	case err != nil:
 		return fmt.Errorf("trace: %w", err)
-	case matched == 0:
+	case len(matched) == 0:
 		return fmt.Errorf("trace: no record with %s %q in %s", field, value, countNoun(sum.Records, "record"))
 	}
 	fmt.Fprintf(stdout, "chains verified: %s from %s; %s matched\n",
-		countNoun(sum.Records, "record"), countNoun(len(sum.Writers), "writer"), countNoun(matched, "record"))
+		countNoun(sum.Records, "record"), countNoun(len(sum.Writers), "writer"), countNoun(len(matched), "record"))
 	return nil
+}
+
+// writeTrace prints one row per record.
+func writeTrace(w io.Writer, recs []fleet.TrailRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tWRITER\tSEQ\tMSG\tCORRELATION\tDETAIL")
+	for _, r := range recs {
+		corr, _ := r.Fields[grantretry.FieldCorrelationID].(string)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), escaped(r.Writer), r.Seq,
+			escaped(r.Msg), dashIfEmpty(escaped(corr)), detail(r.Fields))
+	}
+	tw.Flush()
 }
 
 // detail is the fields an operator reads first: the letter a redelivery

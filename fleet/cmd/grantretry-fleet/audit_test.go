@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +156,85 @@ func TestAuditVerifyOfALocalFileThatIsNotATrailSaysSo(t *testing.T) {
 	want := "grantretry-fleet: audit: verify: local trail " + path + " is not an audit trail: its first line is not a trail record (seq, prev, hash)\n"
 	if errOut != want || strings.Contains(errOut, "torn") {
 		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+}
+
+// statusTransport answers every request with its status.
+type statusTransport int
+
+func (s statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: int(s), Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// stoppedClock reads a set time; a wait moves it on at once.
+type stoppedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stoppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stoppedClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+// Records of several writers print in time order, not writer by writer:
+// a redelivery made by a worker whose writer id sorts before the
+// pipeline's comes after the call that left its letter.
+func TestAuditTracePrintsRecordsOfAllWritersInTimeOrder(t *testing.T) {
+	dsn, pool := newDB(t)
+	ctx := context.Background()
+	newTrail := func(writer string) *fleet.Trail {
+		tr, err := fleet.NewTrail(ctx, pool, fleet.WithWriter(writer), fleet.WithLimit(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	call := func(tp *grantretry.Transport, ctx context.Context) {
+		req, _ := http.NewRequestWithContext(grantretry.WithSubmissionID(ctx, "GRANT-77"), http.MethodPost, "https://funder.example/apply", strings.NewReader("{}"))
+		req.Header.Set(grantretry.HeaderIdempotencyKey, "key-77")
+		resp, err := tp.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	call(grantretry.New(statusTransport(http.StatusServiceUnavailable), grantretry.WithAuditTrail(newTrail("z-pipeline")),
+		grantretry.WithClock(&stoppedClock{now: start}), grantretry.WithBudget(1, time.Hour), grantretry.WithoutBreaker()), ctx)
+	call(grantretry.New(statusTransport(http.StatusCreated), grantretry.WithAuditTrail(newTrail("a-worker")),
+		grantretry.WithClock(&stoppedClock{now: start.Add(time.Hour)})), grantretry.WithRedeliveryOf(ctx, "L-77"))
+
+	code, out, errOut := runCLI("audit", "trace", "-pg", dsn, "-submission", "GRANT-77")
+	if code != exitOK {
+		t.Fatalf("trace: exit %d\n%s%s", code, out, errOut)
+	}
+	var rows []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "2026-") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want the call's 2 attempts and disposition and its redelivery's attempt and disposition:\n%s", len(rows), out)
+	}
+	for i, row := range rows {
+		redelivery := strings.Contains(row, "redelivers dead letter L-77")
+		if redelivery != (i >= 3) {
+			t.Fatalf("row %d is out of time order (the call's 3 rows first, then its redelivery's 2):\n%s", i+1, out)
+		}
+		if i > 0 && strings.Fields(row)[0] < strings.Fields(rows[i-1])[0] {
+			t.Errorf("row %d is earlier than the row before it:\n%s", i+1, out)
+		}
 	}
 }

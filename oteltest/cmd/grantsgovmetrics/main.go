@@ -52,11 +52,7 @@ func run(out, demoOut io.Writer, listen string) error {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	defer mp.Shutdown(context.Background())
 
-	dir, err := demo.Dir()
-	if err != nil {
-		return err
-	}
-	if err := demo.Run(demoOut, dir, grantretry.WithMeterProvider(mp)); err != nil {
+	if err := demo.Run(demoOut, "", grantretry.WithMeterProvider(mp)); err != nil {
 		return err
 	}
 	if listen == "" {
