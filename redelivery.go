@@ -56,6 +56,22 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) { m.letterID = letterID })
 }
 
+// WithFirstAttempt marks ctx as the context of a submission whose first
+// attempt began at t, in an earlier call: the dead letter's
+// ([Letter].FirstAttempt) that this call sends again. Every question a
+// [Transport] then asks its reconciler about the call carries t in
+// [ReconcileQuery].FirstAttempt, not the call's own start, so that a
+// funder that dates what it records tells the submission's record from an
+// earlier one under the same title. A zero t changes nothing.
+// deadletter.NewRedeliveryRequest sets it, so the mark reaches a Transport
+// wherever it sits in the client's chain of RoundTrippers.
+func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return withMark(ctx, func(m *redeliveryMark) { m.firstAttempt = t })
+}
+
 // WithReconcileFirst marks ctx as the context of the dead letter l sent
 // again, as WithRedeliveryOf(ctx, l.ID) does, and makes a Transport ask
 // fn, before the call's first attempt, whether the funder already has the
@@ -81,7 +97,9 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
-		m.firstAttempt = l.FirstAttempt
+		if !l.FirstAttempt.IsZero() {
+			m.firstAttempt = l.FirstAttempt
+		}
 		if l.LastError != "" {
 			m.err = errors.New(l.LastError)
 		}

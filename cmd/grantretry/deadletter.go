@@ -497,7 +497,11 @@ func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
 	defer cancel()
-	resp, err := deadletter.Redeliver(ctx, client, l, nil)
+	var reconcile grantretry.ReconcileFunc
+	if r.f.trustKey {
+		reconcile = deadletter.TrustKey
+	}
+	resp, err := deadletter.Redeliver(ctx, client, l, reconcile)
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		// The client's own error, which knows no letter.

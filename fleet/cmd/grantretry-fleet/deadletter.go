@@ -397,7 +397,11 @@ func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.f.timeout)
 	defer cancel()
-	rec, err := r.letters.Redeliver(rctx, c, r.client, nil)
+	var reconcile grantretry.ReconcileFunc
+	if r.f.trustKey {
+		reconcile = deadletter.TrustKey
+	}
+	rec, err := r.letters.Redeliver(rctx, c, r.client, reconcile)
 	if err != nil {
 		return err
 	}
