@@ -67,7 +67,7 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 	case !l.Ambiguous || l.IdempotencyKey == "":
 		return client.Do(req)
 	case reconcile == nil:
-		return nil, fmt.Errorf("%w: letter %s was not sent: ask the funder first (a ReconcileFunc), or pass TrustKey if it honours Idempotency-Key", ErrAmbiguous, l.ID)
+		return nil, ambiguousError(l)
 	case trustsKey(reconcile):
 		return client.Do(req) // on the caller's word: the funder answers a repeated key with its first result
 	}
