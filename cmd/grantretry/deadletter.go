@@ -221,10 +221,10 @@ func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
 func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
 	}
 	for _, l := range letters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), showTime(l.Created), l.Disposition,
 			l.StopReason, operator.EscapeControl(l.Method), operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)

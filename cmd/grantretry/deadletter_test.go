@@ -702,3 +702,24 @@ func TestDeadLetterRedeliverTransportErrorNamesTheLetter(t *testing.T) {
 		t.Errorf("waiting after the failure: %q, want L-a", got)
 	}
 }
+
+// list shows each letter's submission id, which is what the pipeline and
+// the funder know it by, and redeliver words its result in the words the
+// fleet's tool uses too (internal/operator).
+func TestDeadLetterListAndRedeliverNameTheSubmission(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	stdout, _, err := dlRun("list", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "list", stdout, "SUBMISSION", "GRANT-L-a")
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	stdout, stderr, err := dlRun("redeliver", dir, l.ID, "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if err != nil {
+		t.Fatalf("redeliver: %v\n%s", err, stderr)
+	}
+	done := deadletter.Redelivery{Status: http.StatusCreated, Disposition: grantretry.Succeeded, Attempts: 1}
+	wantAll(t, "redeliver", stdout, operator.Redelivered(l, done)+"\n")
+}
