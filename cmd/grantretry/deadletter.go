@@ -78,14 +78,22 @@ Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
 A letter answered 1xx-3xx is moved to DIR/redelivered with a record of the
 answer; any other is left in place and reported, and the command fails.
+A letter is marked in flight (DIR/ID.sending) before it is sent, and a
+failed redelivery is written into it: its attempts, its answer, and
+"ambiguous" when the funder may have applied it.
+
+SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
+is recorded on the trail and in the letter; the letters not tried are
+listed, and the command fails.
 
 A letter whose last attempt was ambiguous (it may have been applied, and no
 answer said it was not: "ambiguous" in deadletter show) is not sent: for a
 funder that ignores Idempotency-Key, sending it could apply it twice, and
-this command cannot ask the funder. Redeliver such letters from the
-pipeline, with deadletter.Redeliver and the pipeline's reconciler, which
-asks the funder first; or, for a funder that honours the key, pass
--trust-key.
+this command cannot ask the funder. Nor does it send again, without
+-trust-key, an attempt of its own that may have been applied. Redeliver
+such letters from the pipeline, with deadletter.Redeliver and the
+pipeline's reconciler, which asks the funder first; or, for a funder that
+honours the key, pass -trust-key.
 `
 
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.

@@ -128,14 +128,20 @@ A letter answered 1xx-3xx is marked redelivered, with a record of the
 answer; any other is released to be claimed again and reported, and the
 command fails.
 
+SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
+is recorded on the fleet's trail and which is released (ambiguous when
+the funder may have it); the letters not tried are listed, and the
+command fails.
+
 A letter whose last attempt was ambiguous (it may have been applied, and no
 answer said it was not: "ambiguous" in deadletter show), or whose earlier
 redelivery was still in flight when its lease ended or its worker died, is
 not sent: for a funder that ignores Idempotency-Key, sending it could apply
-it twice, and this command cannot ask the funder. Redeliver such letters
-from the pipeline, with fleet.Letters.Redeliver and the pipeline's
-reconciler, which asks the funder first; or, for a funder that honours the
-key, pass -trust-key.
+it twice, and this command cannot ask the funder. Nor does it send again,
+without -trust-key, an attempt of its own that may have been applied.
+Redeliver such letters from the pipeline, with fleet.Letters.Redeliver and
+the pipeline's reconciler, which asks the funder first; or, for a funder
+that honours the key, pass -trust-key.
 `
 
 func dlShow(args []string, stdout io.Writer) error {
