@@ -9,9 +9,10 @@ import (
 )
 
 // A redelivery is a dead letter sent again. Its context says so
-// (WithRedelivery, WithRedeliveryOf, WithReconcileFirst), and a Transport
-// then puts it on the record: its audit lines name the letter
-// (FieldRedelivers), its metrics and span count it, and it may ask the
+// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithReconcileFirst),
+// and a Transport then puts it on the record: its audit lines name the
+// letter (FieldRedelivers), its metrics and span count it, its questions
+// to a reconciler carry the letter's first attempt, and it may ask the
 // funder, before its first attempt, whether the letter's work is done.
 
 // redeliveryKey is the context key of a *redeliveryMark.

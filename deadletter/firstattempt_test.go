@@ -118,3 +118,37 @@ func TestEveryQuestionAboutALetterCarriesItsFirstAttempt(t *testing.T) {
 		}
 	}
 }
+
+// A grantretry Transport inside the client's chain, with a reconciler of
+// its own, asks about an ambiguous attempt of the redelivery with the
+// letter's first attempt too, not the redelivery's start.
+func TestATransportInsideTheChainAsksWithTheLettersFirstAttempt(t *testing.T) {
+	first := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	f, err := fakes2s.Start(fakes2s.Options{Drop: func(string, int) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := f.NewTransport()
+	t.Cleanup(func() { inner.CloseIdleConnections(); f.Close() })
+	l := s2sLetter(f, "PROP-78", first)
+	l.Ambiguous = false // sent without a question; its attempt is dropped after the funder records it
+
+	var asked []time.Time
+	reconcile := func(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+		asked = append(asked, q.FirstAttempt)
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}, nil
+	}
+	tr := grantretry.New(inner, grantretry.WithReconciler(reconcile))
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := deadletter.Redeliver(context.Background(), &http.Client{Transport: wrapped{tr}}, l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(asked) != 1 || !asked[0].Equal(first) {
+		t.Errorf("the Transport asked with FirstAttempt %v, want once, with the letter's %v", asked, first)
+	}
+	if n := f.Applications("PROP-78"); n != 1 {
+		t.Errorf("the funder has %d applications, want the one it recorded", n)
+	}
+}
