@@ -137,3 +137,44 @@ func TestDirRedeliverRecordsAFailedRedeliveryInTheLetter(t *testing.T) {
 		t.Errorf("a redelivery that sent nothing changed the letter's attempts to %d", got.Attempts)
 	}
 }
+
+// BenchmarkDirRedeliverOfAFailingLetter measures what the directory adds
+// to a redelivery the funder answers 503: the in-flight mark, the letter
+// replaced with the attempt, the mark removed, each synced; beside it,
+// the send alone.
+func BenchmarkDirRedeliverOfAFailingLetter(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	l := ledgerLetter(srv.URL)
+	d, err := deadletter.Open(filepath.Join(b.TempDir(), "letters"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.PutDeadLetter(context.Background(), l); err != nil {
+		b.Fatal(err)
+	}
+	client := srv.Client()
+	b.Run("send only", func(b *testing.B) {
+		for b.Loop() {
+			resp, err := deadletter.Redeliver(context.Background(), client, l, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	b.Run("through the directory", func(b *testing.B) {
+		for b.Loop() {
+			resp, err := d.Redeliver(context.Background(), client, l.ID, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
