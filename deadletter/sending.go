@@ -37,7 +37,8 @@ type sendingMark struct {
 //
 //   - Before anything is sent, the letter is marked in flight, durably: a
 //     file <ID>.sending beside it. Until the mark is gone, Get and List
-//     report the letter Ambiguous: a process killed mid-send leaves it so.
+//     report the letter Ambiguous: a process killed mid-send leaves it so,
+//     and the next Redeliver of it first writes that into the letter.
 //   - A redelivery that fails (an error, or an answer of 400 or more) is
 //     written into the letter before the mark is removed: its attempts are
 //     added to the letter's, its last status or error and its verdict
@@ -62,12 +63,15 @@ func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, rec
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil *deadletter.Dir", grantretry.ErrInvalidRequest)
 	}
-	l, err := d.Get(id)
-	if err != nil {
+	if err := validateLetterID(id); err != nil {
 		return nil, err
 	}
 	if err := d.writable(); err != nil {
 		return nil, fmt.Errorf("grantretry: letter %s not sent: %w", id, err)
+	}
+	l, err := d.settleMark(id)
+	if err != nil {
+		return nil, err
 	}
 	if err := refuse(ctx, client, l, reconcile); err != nil {
 		return nil, err
@@ -84,6 +88,23 @@ func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, rec
 		err = errors.Join(err, fmt.Errorf("grantretry: letter %s: the failed redelivery could not be recorded in it, and it stays marked in flight: %w", id, rerr))
 	}
 	return resp, err
+}
+
+// settleMark reads the letter id and, if an earlier sender left it marked
+// in flight, writes the ambiguity into the letter itself before anything
+// else happens to it, so that no later step (one that sends nothing and
+// removes the mark) can lose it.
+func (d *Dir) settleMark(id string) (*grantretry.Letter, error) {
+	l, err := readLetter(d.dir, id)
+	if err != nil || l.Ambiguous || !d.inFlight(id) {
+		return l, err
+	}
+	l.Ambiguous = true
+	l.Version = grantretry.LetterVersion
+	if err := d.replaceLetter(l); err != nil {
+		return nil, fmt.Errorf("grantretry: letter %s not sent: it is marked in flight, and could not be marked ambiguous: %w", id, err)
+	}
+	return l, nil
 }
 
 // refuse returns the error of a letter Redeliver would send nothing for,

@@ -178,3 +178,26 @@ func BenchmarkDirRedeliverOfAFailingLetter(b *testing.B) {
 		}
 	})
 }
+
+// A mark left by a sender that was killed mid-send makes the letter
+// ambiguous for good: a later redelivery that sends nothing (the
+// reconciler cannot tell) does not remove the ambiguity with the mark.
+func TestDirRedeliverKeepsTheAmbiguityOfAMarkLeftByAKilledSender(t *testing.T) {
+	l := ledgerLetter("http://127.0.0.1:1")
+	d := seedDir(t, l)
+	if err := os.WriteFile(filepath.Join(d.Path(), l.ID+".sending"), []byte(`{"since":"2026-01-15T10:00:00Z"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cannot := func(context.Context, grantretry.ReconcileQuery) (*http.Response, error) {
+		return nil, errors.New("GetApplicationList: 503")
+	}
+	if _, err := d.Redeliver(context.Background(), http.DefaultClient, l.ID, cannot); !errors.Is(err, deadletter.ErrNotReconciled) {
+		t.Fatalf("Redeliver: %v, want ErrNotReconciled", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), l.ID+".sending")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the mark is still there: %v", err)
+	}
+	if got, err := d.Get(l.ID); err != nil || !got.Ambiguous {
+		t.Errorf("after a redelivery that sent nothing: ambiguous %v, %v; want the killed send's ambiguity kept", got != nil && got.Ambiguous, err)
+	}
+}
