@@ -63,7 +63,8 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 // [Transport] then asks its reconciler about the call carries t in
 // [ReconcileQuery].FirstAttempt, not the call's own start, so that a
 // funder that dates what it records tells the submission's record from an
-// earlier one under the same title. A zero t changes nothing.
+// earlier one under the same title. Like WithRedeliveryOf, it implies
+// WithRedelivery; a zero t changes nothing.
 // deadletter.NewRedeliveryRequest sets it, so the mark reaches a Transport
 // wherever it sits in the client's chain of RoundTrippers.
 func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {

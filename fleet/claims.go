@@ -294,8 +294,9 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 // mayHaveApplied reports whether a redelivery that failed with err may
 // have reached the funder. Only what says so is taken as not: a letter
 // refused before sending, an ambiguous one given no reconciler, a
-// reconciler that could not tell (nothing was sent in any of these), or a grantretry Transport whose last attempt was not ambiguous,
-// the rule by which a Transport marks its own letters.
+// reconciler that could not tell (nothing was sent in any of these), or a
+// grantretry Transport whose last attempt was not ambiguous, the rule by
+// which a Transport marks its own letters.
 func mayHaveApplied(err error) bool {
 	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) {
 		return false
