@@ -47,9 +47,10 @@ type ReconcileQuery struct {
 	Err            error // its transport error, nil if it obtained a response
 	// FirstAttempt is when the submission's first attempt began, read
 	// from the Transport's Clock: this call's, just before its first
-	// attempt was sent, or, for a dead letter sent again under
-	// WithReconcileFirst, the letter's FirstAttempt, zero if the letter
-	// has none. A funder that dates what it records (Grants.gov's
+	// attempt was sent, or, for a dead letter sent again
+	// ([WithFirstAttempt], [WithReconcileFirst]), the letter's
+	// FirstAttempt; zero before the first attempt of a letter that has
+	// none. A funder that dates what it records (Grants.gov's
 	// ReceivedDateTime) can tell by it a record of this submission from
 	// an earlier one that carries the same title; zero means it cannot.
 	FirstAttempt time.Time
@@ -224,8 +225,18 @@ func (c *call) reconcileQuery(ctx context.Context) ReconcileQuery {
 		Attempt:        c.out.Attempts,
 		Status:         c.out.Status,
 		Err:            c.lastErr,
-		FirstAttempt:   c.start,
+		FirstAttempt:   c.firstAttempt(),
 	}
+}
+
+// firstAttempt is when the call's submission began: the letter's first
+// attempt for a redelivery that names it (WithFirstAttempt), else this
+// call's.
+func (c *call) firstAttempt() time.Time {
+	if m := redeliveryOf(c.req.Context()); m != nil && !m.firstAttempt.IsZero() {
+		return m.firstAttempt
+	}
+	return c.start
 }
 
 // settle asks the reconciler until it can tell, waiting between questions

@@ -9,9 +9,10 @@ import (
 )
 
 // A redelivery is a dead letter sent again. Its context says so
-// (WithRedelivery, WithRedeliveryOf, WithReconcileFirst), and a Transport
-// then puts it on the record: its audit lines name the letter
-// (FieldRedelivers), its metrics and span count it, and it may ask the
+// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithReconcileFirst),
+// and a Transport then puts it on the record: its audit lines name the
+// letter (FieldRedelivers), its metrics and span count it, its questions
+// to a reconciler carry the letter's first attempt, and it may ask the
 // funder, before its first attempt, whether the letter's work is done.
 
 // redeliveryKey is the context key of a *redeliveryMark.
@@ -56,6 +57,23 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) { m.letterID = letterID })
 }
 
+// WithFirstAttempt marks ctx as the context of a submission whose first
+// attempt began at t, in an earlier call: the dead letter's
+// ([Letter].FirstAttempt) that this call sends again. Every question a
+// [Transport] then asks its reconciler about the call carries t in
+// [ReconcileQuery].FirstAttempt, not the call's own start, so that a
+// funder that dates what it records tells the submission's record from an
+// earlier one under the same title. Like WithRedeliveryOf, it implies
+// WithRedelivery; a zero t changes nothing.
+// deadletter.NewRedeliveryRequest sets it, so the mark reaches a Transport
+// wherever it sits in the client's chain of RoundTrippers.
+func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return withMark(ctx, func(m *redeliveryMark) { m.firstAttempt = t })
+}
+
 // WithReconcileFirst marks ctx as the context of the dead letter l sent
 // again, as WithRedeliveryOf(ctx, l.ID) does, and makes a Transport ask
 // fn, before the call's first attempt, whether the funder already has the
@@ -81,7 +99,9 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
-		m.firstAttempt = l.FirstAttempt
+		if !l.FirstAttempt.IsZero() {
+			m.firstAttempt = l.FirstAttempt
+		}
 		if l.LastError != "" {
 			m.err = errors.New(l.LastError)
 		}

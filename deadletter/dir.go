@@ -44,8 +44,9 @@ const (
 // Dir is the durable grantretry.DeadLetterSink: a directory holding each
 // letter as its own file, <ID>.json, written so that a crash leaves either
 // a whole letter or none. Letters marked redelivered move to the
-// RedeliveredDir subdirectory, next to a record of the redelivery; a
-// letter file is never edited. Open one with Open to write letters, or
+// RedeliveredDir subdirectory, next to a record of the redelivery. A
+// letter file is replaced (whole, atomically) only by Dir.Redeliver, to
+// record a redelivery that failed; its body and key never change. Open one with Open to write letters, or
 // with OpenReadOnly only to read them; the zero value is not usable. A Dir
 // is safe for concurrent use, and several processes may write letters into
 // one directory.
@@ -258,7 +259,8 @@ func (d *Dir) publishNew(tmp, final string) error {
 }
 
 // List returns the letters in the directory, not those redelivered, sorted
-// by Created, then ID. Temporary files and subdirectories are skipped. A
+// by Created, then ID; a letter marked in flight (see Dir.Redeliver) is
+// returned Ambiguous. Temporary files and subdirectories are skipped. A
 // .json file that is not a whole, valid letter named after its ID is not
 // skipped silently: List still returns every other letter, and err joins
 // one error per such file, each naming it and matching ErrBadLetter.
@@ -269,8 +271,12 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 	}
 	var letters []*grantretry.Letter
 	var errs []error
+	sending := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
+		if id, ok := strings.CutSuffix(name, sendingExt); ok {
+			sending[id] = true
+		}
 		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) {
 			continue
 		}
@@ -280,6 +286,9 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 			continue
 		}
 		letters = append(letters, l)
+	}
+	for _, l := range letters {
+		l.Ambiguous = l.Ambiguous || sending[l.ID]
 	}
 	sortLetters(letters)
 	return letters, errors.Join(errs...)
@@ -294,14 +303,20 @@ func sortLetters(ls []*grantretry.Letter) {
 	})
 }
 
-// Get returns the letter id, not yet redelivered. The error matches
-// fs.ErrNotExist if there is none, and ErrBadLetter if id is not a valid
-// letter ID or the file is not a valid letter.
+// Get returns the letter id, not yet redelivered: Ambiguous if it is
+// marked in flight (see Dir.Redeliver). The error matches fs.ErrNotExist
+// if there is none, and ErrBadLetter if id is not a valid letter ID or the
+// file is not a valid letter.
 func (d *Dir) Get(id string) (*grantretry.Letter, error) {
 	if err := validateLetterID(id); err != nil {
 		return nil, err
 	}
-	return readLetter(d.dir, id)
+	l, err := readLetter(d.dir, id)
+	if err != nil {
+		return nil, err
+	}
+	l.Ambiguous = l.Ambiguous || d.inFlight(id)
+	return l, nil
 }
 
 // Redelivered returns the letter id from RedeliveredDir and the record of
@@ -361,8 +376,9 @@ func readFileLimited(path string) ([]byte, error) {
 }
 
 // MarkRedelivered records r as the result of redelivering the letter id,
-// then moves the letter into RedeliveredDir; both steps are durable, and
-// the letter's file is moved, never edited. r.ID is set to id, and a zero
+// then moves the letter into RedeliveredDir and removes its in-flight mark
+// (see Dir.Redeliver); each step is durable, and the letter's file is
+// moved as it is. r.ID is set to id, and a zero
 // r.Time to now. The record is written first, so a crash between the two
 // leaves the letter in place, to be redelivered (with the same key) and
 // marked again, never a moved letter without its record. Two processes
@@ -395,6 +411,9 @@ func (d *Dir) MarkRedelivered(id string, r Redelivery) error {
 	}
 	if err := moveDurable(from, to); err != nil {
 		return fmt.Errorf("grantretry: letter %s: %w", id, err)
+	}
+	if err := d.unmarkSending(id); err != nil {
+		return fmt.Errorf("grantretry: letter %s: redelivered, but its in-flight mark stays: %w", id, err)
 	}
 	return nil
 }

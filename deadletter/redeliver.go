@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"github.com/grantretry/grantretry"
@@ -27,8 +28,10 @@ import (
 // nothing is sent and reconcile's response is returned (Reconciled reports
 // it); if it does not, the letter is sent; if reconcile cannot tell,
 // nothing is sent and the error matches ErrNotReconciled: ask again later.
-// A nil reconcile sends the letter as it is, which is right for a funder
-// that honours the key.
+// A nil reconcile sends nothing for such a letter: the error matches
+// ErrAmbiguous. TrustKey says the funder honours the key, and sends it as
+// it is. Every question carries the letter's FirstAttempt
+// ([grantretry.ReconcileQuery].FirstAttempt), whoever asks it.
 //
 // What is on the record: the request's context names the letter
 // (grantretry.WithRedeliveryOf), so a grantretry Transport that sends it,
@@ -60,8 +63,13 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 	if client == nil {
 		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
 	}
-	if reconcile == nil || !l.Ambiguous || l.IdempotencyKey == "" {
+	switch {
+	case !l.Ambiguous || l.IdempotencyKey == "":
 		return client.Do(req)
+	case reconcile == nil:
+		return nil, ambiguousError(l)
+	case trustsKey(reconcile):
+		return client.Do(req) // on the caller's word: the funder answers a repeated key with its first result
 	}
 	if _, ok := client.Transport.(*grantretry.Transport); ok {
 		// The Transport asks, and puts the question on its audit trail.
@@ -78,6 +86,30 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 		return resp, err
 	}
 	return client.Do(req)
+}
+
+// ErrAmbiguous matches the error of a redelivery that was not sent
+// because the letter's last attempt may have been applied
+// ([grantretry.Letter].Ambiguous) and no [grantretry.ReconcileFunc] was
+// given to ask the funder whether it was.
+var ErrAmbiguous = errors.New("grantretry: the letter's last attempt may have been applied, and the funder was not asked whether it was")
+
+// TrustKey is the [grantretry.ReconcileFunc] of a caller who vouches that
+// the funder honours Idempotency-Key: it answers a repeated key with its
+// first result rather than applying the call again. Given to [Redeliver]
+// (or fleet.Letters.Redeliver) for an ambiguous letter, it sends the
+// letter as it is, asking nothing; asked as a reconciler, it says the
+// funder does not have the submission, so the request is sent again. Give
+// it only for such a funder: one that ignores the key applies the letter
+// twice.
+func TrustKey(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+	return nil, nil
+}
+
+// trustsKey reports whether reconcile is TrustKey itself: then there is
+// nobody to ask, and no question to put on a trail.
+func trustsKey(reconcile grantretry.ReconcileFunc) bool {
+	return reflect.ValueOf(reconcile).Pointer() == reflect.ValueOf(TrustKey).Pointer()
 }
 
 // ErrNotReconciled matches the error of a redelivery that was not sent
@@ -121,6 +153,7 @@ func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.
 		Attempt:        l.Attempts,
 		Status:         l.LastStatus,
 		Err:            lastErr,
+		FirstAttempt:   l.FirstAttempt,
 	})
 	switch {
 	case err != nil:
@@ -139,8 +172,9 @@ func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.
 // method, URL, header and body (a bytes.Reader, so GetBody is set and every
 // retry sends the same bytes), Idempotency-Key set to l.IdempotencyKey and
 // X-Correlation-ID to l.CorrelationID when they are not empty, and ctx
-// carrying l.SubmissionID (grantretry.WithSubmissionID) when it is not empty. The
-// letter is not modified.
+// carrying l.SubmissionID (grantretry.WithSubmissionID) when it is not empty,
+// the letter's ID ([grantretry.WithRedeliveryOf]) and its FirstAttempt
+// ([grantretry.WithFirstAttempt]). The letter is not modified.
 //
 // It refuses, with an error matching ErrBadLetter, a letter that is nil,
 // malformed (see Dir.PutDeadLetter), of an unsupported version, without
@@ -159,7 +193,7 @@ func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Requ
 	if l.SubmissionID != "" {
 		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
-	ctx = grantretry.WithRedeliveryOf(ctx, l.ID)
+	ctx = grantretry.WithFirstAttempt(grantretry.WithRedeliveryOf(ctx, l.ID), l.FirstAttempt)
 	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
 	if err != nil {
 		return nil, badLetter(l.ID, "%v", err)

@@ -244,8 +244,10 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // default lease of a minute) plus a margin. A send that was cut, or whose
 // worker died, may have reached the funder: the letter is then marked
 // ambiguous, and the next claim of it says so (Claim.InFlight), so that
-// it is sent again only after reconcile says the funder does not have it
-// (or, with a nil reconcile, as is: for a funder that honours the key).
+// it is sent again only after reconcile says the funder does not have it,
+// or when reconcile is deadletter.TrustKey, the caller's word that the
+// funder honours the key. With a nil reconcile an ambiguous letter is not
+// sent: it is released, and the error matches deadletter.ErrAmbiguous.
 // The error of a cut send matches ErrLeaseLost and the context's error.
 func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, reconcile grantretry.ReconcileFunc) (deadletter.Redelivery, error) {
 	if c == nil || c.Letter == nil {
@@ -291,11 +293,12 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 
 // mayHaveApplied reports whether a redelivery that failed with err may
 // have reached the funder. Only what says so is taken as not: a letter
-// refused before sending, a reconciler that could not tell (nothing was
-// sent), or a grantretry Transport whose last attempt was not ambiguous,
-// the rule by which a Transport marks its own letters.
+// refused before sending, an ambiguous one given no reconciler, a
+// reconciler that could not tell (nothing was sent in any of these), or a
+// grantretry Transport whose last attempt was not ambiguous, the rule by
+// which a Transport marks its own letters.
 func mayHaveApplied(err error) bool {
-	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) {
+	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) {
 		return false
 	}
 	var gerr *grantretry.Error

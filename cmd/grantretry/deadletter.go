@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -76,14 +78,22 @@ Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
 A letter answered 1xx-3xx is moved to DIR/redelivered with a record of the
 answer; any other is left in place and reported, and the command fails.
+A letter is marked in flight (DIR/ID.sending) before it is sent, and a
+failed redelivery is written into it: its attempts, its answer, and
+"ambiguous" when the funder may have applied it.
+
+SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
+is recorded on the trail and in the letter; the letters not tried are
+listed, and the command fails.
 
 A letter whose last attempt was ambiguous (it may have been applied, and no
 answer said it was not: "ambiguous" in deadletter show) is not sent: for a
 funder that ignores Idempotency-Key, sending it could apply it twice, and
-this command cannot ask the funder. Redeliver such letters from the
-pipeline, with deadletter.Redeliver and the pipeline's reconciler, which
-asks the funder first; or, for a funder that honours the key, pass
--trust-key.
+this command cannot ask the funder. Nor does it send again, without
+-trust-key, an attempt of its own that may have been applied. Redeliver
+such letters from the pipeline, with deadletter.Redeliver and the
+pipeline's reconciler, which asks the funder first; or, for a funder that
+honours the key, pass -trust-key.
 `
 
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.
@@ -219,10 +229,10 @@ func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
 func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
 	}
 	for _, l := range letters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, showTime(l.Created), l.Disposition,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), showTime(l.Created), l.Disposition,
 			l.StopReason, operator.EscapeControl(l.Method), operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
@@ -361,8 +371,13 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	letters, failed := loadLetters(d, pos[1:], f.all, stderr)
 	r := redeliverer{d: d, f: f, stdout: stdout, stderr: stderr}
 	if f.dryRun {
-		return r.run(nil, letters, failed)
+		return r.run(context.Background(), nil, letters, failed)
 	}
+	// A signal stops the run after the letter in flight, recorded on the
+	// trail and in the directory; a second one kills the process, which
+	// leaves that letter marked in flight (ambiguous).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if f.trail == "" {
 		f.trail = filepath.Join(d.Path(), deadletter.RedeliveredDir, defaultRedeliveryTrail)
 		fmt.Fprintf(stderr, "recording the redeliveries on the audit trail %s (-trail names another)\n", f.trail)
@@ -371,8 +386,8 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client, closeIdle := newRedeliveryClient(f.creds.Header, tl)
-	err = r.run(client, letters, failed)
+	client, closeIdle := newRedeliveryClient(f.creds.Header, tl, f.trustKey)
+	err = r.run(ctx, client, letters, failed)
 	closeIdle()
 	if cerr := tl.Close(); cerr != nil {
 		err = errors.Join(err, libError{fmt.Errorf("the audit trail %s: %w", f.trail, cerr)})
@@ -465,20 +480,28 @@ func alreadyRedelivered(d *deadletter.Dir, id string) error {
 }
 
 // run redelivers letters through client (nil for a dry run); unreadable
-// is how many named letters could not be read.
-func (r redeliverer) run(client *http.Client, letters []*grantretry.Letter, unreadable int) error {
+// is how many named letters could not be read. Once ctx ends (SIGINT or
+// SIGTERM), the letter in flight is finished and recorded, and no other
+// is begun: run says which were left.
+func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*grantretry.Letter, unreadable int) error {
 	failed := unreadable
-	for _, l := range letters {
+	for i, l := range letters {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx, letters[i:], failed, len(letters)+unreadable)
+		}
 		var err error
 		if r.f.dryRun {
 			err = operator.WritePlan(r.stdout, l, &r.f.creds)
 		} else {
-			err = r.one(client, l)
+			err = r.one(ctx, client, l)
 		}
 		if err != nil {
 			reportEach(r.stderr, libError{err})
 			failed++
 		}
+	}
+	if ctx.Err() != nil {
+		return r.interrupted(ctx, nil, failed, len(letters)+unreadable)
 	}
 	total := len(letters) + unreadable
 	if failed > 0 {
@@ -490,44 +513,73 @@ func (r redeliverer) run(client *http.Client, letters []*grantretry.Letter, unre
 	return nil
 }
 
-// one redelivers l and, if it was answered 1xx-3xx, marks it redelivered.
-func (r redeliverer) one(client *http.Client, l *grantretry.Letter) error {
-	if l.Ambiguous && l.IdempotencyKey != "" && !r.f.trustKey {
-		return fmt.Errorf("letter %s not sent: its last attempt may have been applied; ask the funder first (deadletter.Redeliver with a reconciler), or pass -trust-key if it honours Idempotency-Key; it stays in %s", l.ID, r.d.Path())
+// interrupted reports a run stopped by a signal: the letters left untried,
+// which stay as they were.
+func (r redeliverer) interrupted(ctx context.Context, left []*grantretry.Letter, failed, total int) error {
+	for _, l := range left {
+		fmt.Fprintf(r.stdout, "not tried: %s\n", operator.LetterName(l))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
+	return fmt.Errorf("stopped (%v): %d of %s not redelivered, %d of them not tried; the letters not redelivered stay in %s",
+		context.Cause(ctx), failed+len(left), countNoun(total, "letter"), len(left), r.d.Path())
+}
+
+// one redelivers l and, if it was answered 1xx-3xx, marks it redelivered.
+// The directory records the send (deadletter.Dir.Redeliver): in flight
+// before it goes, and, if it fails, its attempts in the letter, which is
+// ambiguous from then on if the funder may have applied it.
+func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry.Letter) error {
+	where := "it stays in " + r.d.Path()
+	var reconcile grantretry.ReconcileFunc
+	if r.f.trustKey {
+		reconcile = deadletter.TrustKey
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.f.timeout)
 	defer cancel()
-	resp, err := deadletter.Redeliver(ctx, client, l, nil)
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		// The client's own error, which knows no letter.
-		return fmt.Errorf("letter %s: %w; it stays in %s", l.ID, err, r.d.Path())
+	resp, err := r.d.Redeliver(ctx, client, l.ID, reconcile)
+	if errors.Is(err, deadletter.ErrAmbiguous) {
+		return operator.NotSentAmbiguous(l, "", "deadletter.Redeliver", where)
 	}
 	if err != nil {
-		return err
+		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {
+			where += ", now ambiguous: the funder may have it"
+		}
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			// The client's own error, which knows no letter.
+			return fmt.Errorf("%s: %w; %s", operator.LetterName(l), err, where)
+		}
+		return fmt.Errorf("%w; %s", err, where)
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	out, _ := grantretry.OutcomeOf(resp)
-	summary := fmt.Sprintf("answered %s (%s after %s)", resp.Status, out.Disposition, countNoun(out.Attempts, "attempt"))
-	if resp.StatusCode >= 400 {
-		return fmt.Errorf("letter %s not redelivered: %s; it stays in %s", l.ID, summary, r.d.Path())
+	rec := operator.RedeliveryRecord(resp, "grantretry deadletter redeliver, on the audit trail "+r.f.trail)
+	if resp.StatusCode >= 400 && !deadletter.Reconciled(resp) {
+		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {
+			where += ", now ambiguous: the funder may have it"
+		}
+		rec.Note = ""
+		return errors.New(operator.NotRedelivered(l, rec, where))
 	}
-	rec := deadletter.Redelivery{Time: time.Now().UTC(), Status: resp.StatusCode, Disposition: out.Disposition,
-		Attempts: out.Attempts, Note: "grantretry deadletter redeliver, on the audit trail " + r.f.trail}
+	rec.Time = time.Now().UTC()
 	if err := r.d.MarkRedelivered(l.ID, rec); err != nil {
-		return fmt.Errorf("letter %s was %s, but could not be marked redelivered: %w", l.ID, summary, err)
+		return fmt.Errorf("%s was %s, but could not be marked redelivered, and is marked in flight (ambiguous): %w", operator.LetterName(l), operator.Answer(rec), err)
 	}
-	fmt.Fprintf(r.stdout, "redelivered %s: %s\n", l.ID, summary)
+	fmt.Fprintln(r.stdout, operator.Redelivered(l, rec))
 	return nil
 }
 
 // newRedeliveryClient returns a client that sends through a grantretry
 // Transport with the default policy and the audit trail tl, adds the
 // operator's headers to a clone of each request, and follows no redirect,
-// which would carry those headers to another host.
-func newRedeliveryClient(creds http.Header, tl *trail.Trail) (*http.Client, func()) {
-	tr := grantretry.New(nil, grantretry.WithAuditTrail(tl))
+// which would carry those headers to another host. Unless trustKey, an
+// attempt that may have been applied is not sent again: the Transport's
+// reconciler, operator.CannotAsk, cannot tell.
+func newRedeliveryClient(creds http.Header, tl *trail.Trail, trustKey bool) (*http.Client, func()) {
+	opts := []grantretry.Option{grantretry.WithAuditTrail(tl)}
+	if !trustKey {
+		opts = append(opts, grantretry.WithReconciler(operator.CannotAsk))
+	}
+	tr := grantretry.New(nil, opts...)
 	return &http.Client{
 		Transport:     operator.WithHeaders{Next: tr, Header: creds},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

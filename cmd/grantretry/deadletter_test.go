@@ -281,7 +281,7 @@ func TestDeadLetterShowFindsARedeliveredLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAll(t, "show", stdout, "redelivered 20", "answered 201 (succeeded after 1 attempt)")
+	wantAll(t, "show", stdout, "redelivered 20", "answered 201 Created (succeeded after 1 attempt)")
 }
 
 func TestDeadLetterRedeliverAppliesEachLetterOnceAndMovesIt(t *testing.T) {
@@ -295,7 +295,7 @@ func TestDeadLetterRedeliverAppliesEachLetterOnceAndMovesIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("redeliver: %v\n%s", err, stderr)
 	}
-	wantAll(t, "redeliver", stdout, "redelivered L-applied: answered 201 Created", "redelivered L-fresh")
+	wantAll(t, "redeliver", stdout, "redelivered letter L-applied (submission GRANT-L-applied): answered 201 Created (succeeded after 1 attempt)\n", "redelivered letter L-fresh (submission GRANT-L-fresh): answered 201 Created")
 	if requests, effects := f.stats(); requests != 3 || effects[applied.IdempotencyKey] != 1 || effects[fresh.IdempotencyKey] != 1 {
 		t.Errorf("funder got %d requests with effects %v; want 3 requests and one effect per letter", requests, effects)
 	}
@@ -343,7 +343,7 @@ func TestDeadLetterRedeliverLeavesRefusedLettersInPlace(t *testing.T) {
 		t.Fatal("redeliver succeeded; the funder refused a letter")
 	}
 	wantAll(t, "error", err.Error(), "1 of 2 letters not redelivered")
-	wantAll(t, "stderr", stderr, "grantretry: deadletter: letter L-rejected not redelivered: answered 422")
+	wantAll(t, "stderr", stderr, "grantretry: deadletter: letter L-rejected (submission GRANT-L-rejected) not redelivered: answered 422 Unprocessable Entity (failed_terminal after 1 attempt)")
 	if ids := dlPending(t, dir); len(ids) != 1 || ids[0] != "L-rejected" {
 		t.Errorf("waiting %q, want L-rejected alone", ids)
 	}
@@ -665,7 +665,7 @@ func TestDeadLetterRedeliverRefusesAnAmbiguousLetterUnlessTrusted(t *testing.T) 
 	if err == nil {
 		t.Fatal("redeliver sent an ambiguous letter without -trust-key")
 	}
-	wantAll(t, "stderr", stderr, "L-ambiguous not sent", "-trust-key")
+	wantAll(t, "stderr", stderr, "letter L-ambiguous (submission GRANT-L-ambiguous) not sent", "-trust-key")
 	if requests, _ := f.stats(); requests != 0 {
 		t.Errorf("the funder got %d requests, want none", requests)
 	}
@@ -694,11 +694,32 @@ func TestDeadLetterRedeliverTransportErrorNamesTheLetter(t *testing.T) {
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d\n%s%s", code, exitFailure, stdout.String(), stderr.String())
 	}
-	wantAll(t, "stderr", "\n"+stderr.String(), "\ngrantretry: deadletter: letter L-a: Post \""+refused+"\": POST "+refused+": ", "; it stays in "+dir+"\n")
+	wantAll(t, "stderr", "\n"+stderr.String(), "\ngrantretry: deadletter: letter L-a (submission GRANT-L-a): Post \""+refused+"\": POST "+refused+": ", "; it stays in "+dir+"\n")
 	if strings.Count(stderr.String(), "grantretry: ") != 2 { // the letter's line and the count's
 		t.Errorf("the prefix twice on a line:\n%s", stderr.String())
 	}
 	if got := dlPending(t, dir); len(got) != 1 {
 		t.Errorf("waiting after the failure: %q, want L-a", got)
 	}
+}
+
+// list shows each letter's submission id, which is what the pipeline and
+// the funder know it by, and redeliver words its result in the words the
+// fleet's tool uses too (internal/operator).
+func TestDeadLetterListAndRedeliverNameTheSubmission(t *testing.T) {
+	f := newDLFunder(t)
+	l := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	stdout, _, err := dlRun("list", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "list", stdout, "SUBMISSION", "GRANT-L-a")
+	t.Setenv(dlKeyEnv, dlAPIKey)
+	stdout, stderr, err := dlRun("redeliver", dir, l.ID, "-header", "Authorization: "+dlToken, "-header-env", "X-Api-Key="+dlKeyEnv)
+	if err != nil {
+		t.Fatalf("redeliver: %v\n%s", err, stderr)
+	}
+	done := deadletter.Redelivery{Status: http.StatusCreated, Disposition: grantretry.Succeeded, Attempts: 1}
+	wantAll(t, "redeliver", stdout, operator.Redelivered(l, done)+"\n")
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -126,7 +130,7 @@ func TestDeadLetterRedeliverIsOnTheAuditTrail(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("redeliver: exit %d\n%s%s", code, out, stderr)
 	}
-	wantAll(t, "redeliver", out, "redelivered "+id+": answered 201 Created")
+	wantAll(t, "redeliver", out, "redelivered letter "+id+" (submission "+sub+"): answered 201 Created")
 	if f.applied != 1 {
 		t.Fatalf("the funder applied %d, want 1", f.applied)
 	}
@@ -260,4 +264,175 @@ func TestDeadLetterShowKeepsTheLettersBytesOffTheTerminal(t *testing.T) {
 	}
 	out, _, _ := dlRun("show", dir, l.ID)
 	wantAll(t, "show", out, `X-Applicant: Caf\xe9 \x9b2J Nord`, `applicant=Caf\xe9`, `funder said \x1b[2J\x1b]0;owned\a`)
+}
+
+// recordingDropper is a loopback funder that ignores Idempotency-Key: it
+// reads each request whole, records it, and then, unless held, hangs up
+// without answering (the connection hijacked and closed), so the client
+// cannot tell whether it was applied. A held request waits, recorded, for
+// the client to go away; its arrival is signalled on arrived.
+type recordingDropper struct {
+	*httptest.Server
+	mu       sync.Mutex
+	recorded []string // the Idempotency-Key of each request recorded
+	hold     bool
+	arrived  chan struct{}
+}
+
+func newRecordingDropper(t *testing.T, hold bool) *recordingDropper {
+	f := &recordingDropper{hold: hold, arrived: make(chan struct{}, 16)}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		f.recorded = append(f.recorded, r.Header.Get(grantretry.HeaderIdempotencyKey))
+		f.mu.Unlock()
+		f.arrived <- struct{}{}
+		if f.hold {
+			<-r.Context().Done()
+			return
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *recordingDropper) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.recorded)
+}
+
+// letterOnDisk reads letter id's file as it is, without Dir's reading of
+// its in-flight mark.
+func letterOnDisk(t *testing.T, dir, id string) *grantretry.Letter {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := new(grantretry.Letter)
+	if err := json.Unmarshal(data, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A redelivery whose connection dropped after the funder recorded it may
+// have been applied: the command sends it once, not again on its own, and
+// leaves the letter waiting with that attempt added and marked ambiguous,
+// so that the next "redeliver -all" does not send it without -trust-key.
+func TestDeadLetterRedeliveryThatMayHaveReachedTheFunderLeavesTheLetterAmbiguous(t *testing.T) {
+	f := newRecordingDropper(t, false)
+	l := dlLetter("L-dropped", f.URL+"/v1/applications", dlBody)
+	dir := dlSeed(t, l)
+	path := filepath.Join(t.TempDir(), "trail.jsonl")
+
+	_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", path)
+	if code != exitFailure {
+		t.Fatalf("redeliver: exit %d, want %d\n%s", code, exitFailure, stderr)
+	}
+	if n := f.count(); n != 1 {
+		t.Errorf("the funder recorded the letter %d times, want once", n)
+	}
+	got := letterOnDisk(t, dir, l.ID)
+	if !got.Ambiguous || got.Attempts != l.Attempts+1 || got.LastError == "" || got.LastStatus != 0 {
+		t.Errorf("the letter after the dropped redelivery: ambiguous %v, attempts %d, last status %d, last error %q; want ambiguous, %d attempts, the error",
+			got.Ambiguous, got.Attempts, got.LastStatus, got.LastError, l.Attempts+1)
+	}
+	if pending := dlPending(t, dir); len(pending) != 1 {
+		t.Errorf("waiting: %q, want the letter", pending)
+	}
+	if _, err := os.Stat(filepath.Join(dir, l.ID+".sending")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the letter is still marked in flight: %v", err)
+	}
+	wantAll(t, "stderr", stderr, l.ID, "now ambiguous")
+	var disp []string
+	for _, r := range readTrail(t, path) {
+		if r.Fields[grantretry.FieldRedelivers] == l.ID && r.Msg == grantretry.MsgDisposition {
+			disp = append(disp, fmt.Sprint(r.Fields[grantretry.FieldAmbiguous]))
+		}
+	}
+	if len(disp) != 1 || disp[0] != "true" {
+		t.Errorf("the trail's dispositions of the redelivery say ambiguous %q, want one, true", disp)
+	}
+
+	_, stderr, code = runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", path)
+	if code != exitFailure || f.count() != 1 {
+		t.Fatalf("the next redeliver -all: exit %d, the funder has %d; want it refused, nothing sent\n%s", code, f.count(), stderr)
+	}
+	wantAll(t, "the next run's stderr", stderr, l.ID+" (submission "+l.SubmissionID+") not sent", "-trust-key")
+}
+
+func readTrail(t *testing.T, path string) []trail.Record {
+	t.Helper()
+	var recs []trail.Record
+	if _, err := trail.Read([]string{path}, func(r trail.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// SIGINT mid-send stops the run after the letter in flight: its attempt is
+// on the trail with the redelivery's disposition, the letter holds it and
+// is ambiguous (the funder has it), the letters not tried are named and
+// left as they were, and the command exits non-zero.
+func TestDeadLetterRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
+	f := newRecordingDropper(t, true)
+	a := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
+	b := dlLetter("L-b", f.URL+"/v1/applications", dlBody)
+	b.Created = b.Created.Add(time.Second)
+	dir := dlSeed(t, a, b)
+	path := filepath.Join(t.TempDir(), "trail.jsonl")
+
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"deadletter", "redeliver", dir, "-all", "-trail", path}, &stdout, &stderr)
+		done <- result{stdout.String(), stderr.String(), code}
+	}()
+	select {
+	case <-f.arrived: // L-a is on the wire: the command catches SIGINT by now
+	case r := <-done:
+		t.Fatalf("the command ended before sending: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not stop after SIGINT")
+	}
+	if r.code == exitOK {
+		t.Fatalf("exit %d after SIGINT, want non-zero\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := f.count(); n != 1 {
+		t.Errorf("the funder received %d requests, want L-a's only", n)
+	}
+	wantAll(t, "stdout", r.stdout, "not tried: letter L-b")
+	wantAll(t, "stderr", r.stderr, "L-a", "now ambiguous", "1 of them not tried")
+	if got := letterOnDisk(t, dir, a.ID); !got.Ambiguous || got.Attempts != a.Attempts+1 {
+		t.Errorf("L-a after the interrupted send: ambiguous %v, attempts %d; want ambiguous, %d", got.Ambiguous, got.Attempts, a.Attempts+1)
+	}
+	if got := letterOnDisk(t, dir, b.ID); got.Ambiguous || got.Attempts != b.Attempts {
+		t.Errorf("L-b, never tried: ambiguous %v, attempts %d; want it as it was", got.Ambiguous, got.Attempts)
+	}
+	var msgs []string
+	for _, rec := range readTrail(t, path) {
+		if rec.Fields[grantretry.FieldRedelivers] == a.ID {
+			msgs = append(msgs, rec.Msg)
+		}
+	}
+	if len(msgs) < 2 || msgs[0] != grantretry.MsgAttempt || msgs[len(msgs)-1] != grantretry.MsgDisposition {
+		t.Errorf("the trail's lines of L-a's redelivery: %q; want its attempt, then its disposition", msgs)
+	}
 }

@@ -64,10 +64,7 @@ func LetterState(rec *deadletter.Redelivery) string {
 	if rec == nil {
 		return "waiting"
 	}
-	s := fmt.Sprintf("redelivered %s, answered %d", showTime(rec.Time), rec.Status)
-	if rec.Disposition != "" {
-		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, countNoun(rec.Attempts, "attempt"))
-	}
+	s := "redelivered " + showTime(rec.Time) + ", " + Answer(*rec)
 	if rec.Note != "" {
 		s += "; " + rec.Note
 	}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -80,15 +82,16 @@ func dlList(args []string, stdout io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
 	}
 	for _, l := range letters {
 		last := dashIfEmpty(l.LastError)
 		if l.LastStatus != 0 {
 			last = fmt.Sprint(l.LastStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, l.Created.UTC().Format(time.RFC3339),
-			l.Disposition, l.StopReason, l.Method, l.URL, l.Attempts, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
+			l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
+			operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(last))
 	}
 	fmt.Fprintf(tw, "%s waiting in the database\n", countNoun(len(letters), "letter"))
 	return tw.Flush()
@@ -125,14 +128,20 @@ A letter answered 1xx-3xx is marked redelivered, with a record of the
 answer; any other is released to be claimed again and reported, and the
 command fails.
 
+SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
+is recorded on the fleet's trail and which is released (ambiguous when
+the funder may have it); the letters not tried are listed, and the
+command fails.
+
 A letter whose last attempt was ambiguous (it may have been applied, and no
 answer said it was not: "ambiguous" in deadletter show), or whose earlier
 redelivery was still in flight when its lease ended or its worker died, is
 not sent: for a funder that ignores Idempotency-Key, sending it could apply
-it twice, and this command cannot ask the funder. Redeliver such letters
-from the pipeline, with fleet.Letters.Redeliver and the pipeline's
-reconciler, which asks the funder first; or, for a funder that honours the
-key, pass -trust-key.
+it twice, and this command cannot ask the funder. Nor does it send again,
+without -trust-key, an attempt of its own that may have been applied.
+Redeliver such letters from the pipeline, with fleet.Letters.Redeliver and
+the pipeline's reconciler, which asks the funder first; or, for a funder
+that honours the key, pass -trust-key.
 `
 
 func dlShow(args []string, stdout io.Writer) error {
@@ -287,7 +296,12 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeClient()
-	return r.run(ctx, ids)
+	// A signal stops the run after the letter in flight, recorded on the
+	// trail and released (ambiguous if it may have reached the funder); a
+	// second one kills the process, and its claim's lease then marks it so.
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return r.run(sctx, ids)
 }
 
 // dedupe drops the ids named twice: each letter is sent once.
@@ -322,7 +336,13 @@ func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(
 	if err != nil {
 		return nil, fmt.Errorf("redeliver: the fleet's trail: %w", libError{err})
 	}
-	tp := grantretry.New(nil, grantretry.WithAuditTrail(tr))
+	opts := []grantretry.Option{grantretry.WithAuditTrail(tr)}
+	if !r.f.trustKey {
+		// An attempt that may have been applied is not sent again: this
+		// command cannot ask the funder.
+		opts = append(opts, grantretry.WithReconciler(operator.CannotAsk))
+	}
+	tp := grantretry.New(nil, opts...)
 	r.client = &http.Client{
 		Transport:     operator.WithHeaders{Next: tp, Header: r.f.creds.Header},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -333,7 +353,14 @@ func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(
 // run redelivers the letters ids, each claimed just before it is sent.
 func (r *redeliverer) run(ctx context.Context, ids []string) error {
 	failed, elsewhere := 0, 0
-	for _, id := range ids {
+	for i, id := range ids {
+		if ctx.Err() != nil {
+			for _, left := range ids[i:] {
+				fmt.Fprintf(r.stdout, "not tried: letter %s\n", left)
+			}
+			return fmt.Errorf("stopped (%v): %d of %s not redelivered, %d of them not tried",
+				context.Cause(ctx), failed+len(ids)-i, countNoun(len(ids), "letter"), len(ids)-i)
+		}
 		claims, err := r.letters.ClaimIDs(ctx, r.f.worker, []string{id})
 		switch {
 		case noTable(err):
@@ -354,6 +381,9 @@ func (r *redeliverer) run(ctx context.Context, ids []string) error {
 			reportEach(r.stderr, err)
 			failed++
 		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("stopped (%v): %d of %s not redelivered", context.Cause(ctx), failed, countNoun(len(ids), "letter"))
 	}
 	if elsewhere > 0 {
 		fmt.Fprintf(r.stdout, "%s left to other workers: leased to them, or redelivered since this command listed them\n", countNoun(elsewhere, "letter"))
@@ -382,26 +412,43 @@ func (r *redeliverer) whyNotClaimed(ctx context.Context, id string) error {
 	return fmt.Errorf("letter %s not sent: another worker holds its lease", id)
 }
 
+// released is where a letter not redelivered is left.
+const released = "it is released to be claimed again"
+
 // one redelivers the claimed letter and, if it was answered 1xx-3xx, marks
 // it redelivered; Letters.Redeliver confirms the claim just before the
 // send.
 func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
 	l := c.Letter
 	if l.Ambiguous && l.IdempotencyKey != "" && !r.f.trustKey {
-		why := "its last attempt may have been applied"
+		why := ""
 		if c.InFlight {
 			why = "an earlier redelivery of it was in flight when its lease ended or its worker died, so the funder may have it"
 		}
-		err := fmt.Errorf("letter %s not sent: %s; ask the funder first (fleet.Letters.Redeliver with a reconciler), or pass -trust-key if it honours Idempotency-Key", l.ID, why)
-		return errors.Join(err, r.letters.Release(ctx, c))
+		err := operator.NotSentAmbiguous(l, why, "fleet.Letters.Redeliver", released)
+		return errors.Join(err, r.letters.Release(context.WithoutCancel(ctx), c))
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.f.timeout)
 	defer cancel()
-	rec, err := r.letters.Redeliver(rctx, c, r.client, nil)
+	var reconcile grantretry.ReconcileFunc
+	if r.f.trustKey {
+		reconcile = deadletter.TrustKey
+	}
+	rec, err := r.letters.Redeliver(rctx, c, r.client, reconcile)
+	if err != nil && rec.Status >= 400 {
+		// Answered, and refused or failed: said as the directory's tool
+		// says it, with whatever else went wrong releasing the letter.
+		rec.Note = ""
+		msg := errors.New(operator.NotRedelivered(l, rec, released))
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
+			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
+		}
+		return msg
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(r.stdout, "redelivered %s: answered %d (%s after %s)\n", l.ID, rec.Status, rec.Disposition, countNoun(rec.Attempts, "attempt"))
+	fmt.Fprintln(r.stdout, operator.Redelivered(l, rec))
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/fleet"
 	"github.com/grantretry/grantretry/fleet/internal/pgtest"
+	"github.com/grantretry/grantretry/internal/operator"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -147,7 +149,7 @@ func TestRedeliverAllBySecondOperatorDuringALongBatchSendsNoneTwice(t *testing.T
 	if len(seen) != n {
 		t.Errorf("the funder received %d letters, want %d", len(seen), n)
 	}
-	mine, theirs := strings.Count(r.out, "redelivered letter-"), strings.Count(out, "redelivered letter-")
+	mine, theirs := strings.Count(r.out, "redelivered letter letter-"), strings.Count(out, "redelivered letter letter-")
 	if mine+theirs != n || theirs == 0 {
 		t.Errorf("the first operator redelivered %d letters and the second %d; want %d between them, some by the second", mine, theirs, n)
 	}
@@ -328,11 +330,11 @@ func TestRedeliverFailurePrintsTheGrantretryPrefixOnce(t *testing.T) {
 	f := newToolFunder(t, 0, http.StatusBadRequest)
 	putLetters(t, pool, testLetter(f.srv.URL, 0, false))
 	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-9")
-	if code != exitFailure || strings.Contains(out, "redelivered letter-0") {
+	if code != exitFailure || strings.Contains(out, "redelivered letter letter-0") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"grantretry-fleet: deadletter: letter letter-0: redelivery answered 400\n",
+		"grantretry-fleet: deadletter: letter letter-0 not redelivered: answered 400 Bad Request (failed_terminal after 1 attempt); it is released to be claimed again\n",
 		"grantretry-fleet: deadletter: letter letter-9 not sent: there is no such letter in the database\n",
 		"grantretry-fleet: deadletter: 2 of 2 letters not redelivered\n",
 	} {
@@ -415,5 +417,98 @@ func TestDeadLetterOnADatabaseNeverMigratedSaysToMigrate(t *testing.T) {
 	}
 	if ls, err := dir.List(); err != nil || len(ls) != 1 {
 		t.Errorf("the fallback directory after drain: %d letters, %v; want its letter left", len(ls), err)
+	}
+}
+
+// list shows each letter's submission id, and redeliver words its result
+// in the words of grantretry deadletter redeliver (internal/operator):
+// the letter, its submission, the answer with its status text, and how
+// the Transport ended it; a refusal likewise.
+func TestListAndRedeliverNameTheSubmissionInTheSharedWords(t *testing.T) {
+	dsn, pool := newDB(t)
+	ok := newToolFunder(t, 0, http.StatusCreated)
+	refusing := newToolFunder(t, 0, http.StatusUnprocessableEntity)
+	a, b := testLetter(ok.srv.URL, 0, false), testLetter(refusing.srv.URL, 1, false)
+	a.SubmissionID, b.SubmissionID = "GRANT-2026-0042", "GRANT-2026-0043"
+	putLetters(t, pool, a, b)
+
+	code, out, errOut := runCLI("deadletter", "list", "-pg", dsn)
+	if code != exitOK || !strings.Contains(out, "SUBMISSION") || !strings.Contains(out, "GRANT-2026-0042") || !strings.Contains(out, "GRANT-2026-0043") {
+		t.Fatalf("list: exit %d, want the submission ids\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-all")
+	if code != exitFailure {
+		t.Fatalf("redeliver: exit %d, want %d\n%s%s", code, exitFailure, out, errOut)
+	}
+	done := deadletter.Redelivery{Status: http.StatusCreated, Disposition: grantretry.Succeeded, Attempts: 1}
+	if want := operator.Redelivered(a, done) + "\n"; !strings.Contains(out, want) {
+		t.Errorf("want %q in\n%s", want, out)
+	}
+	if want := "redelivered letter letter-0 (submission GRANT-2026-0042): answered 201 Created (succeeded after 1 attempt)\n"; !strings.Contains(out, want) {
+		t.Errorf("want %q in\n%s", want, out)
+	}
+	if want := "letter letter-1 (submission GRANT-2026-0043) not redelivered: answered 422 Unprocessable Entity (failed_terminal after 1 attempt)"; !strings.Contains(errOut, want) {
+		t.Errorf("want %q in\n%s", want, errOut)
+	}
+}
+
+// SIGINT mid-send stops the run after the letter in flight: its attempt
+// and the redelivery's disposition are in the fleet's trail, it is
+// released ambiguous (the funder has it), the letters not tried are named
+// and left waiting, and the command exits non-zero.
+func TestRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
+	dsn, pool := newDB(t)
+	f := newToolFunder(t, 0, http.StatusCreated, "key-0")
+	a, b := testLetter(f.srv.URL, 0, false), testLetter(f.srv.URL, 1, false)
+	a.SubmissionID = "GRANT-50"
+	putLetters(t, pool, a, b)
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1")
+		done <- result{code, out, errOut}
+	}()
+	select {
+	case <-f.arrived: // letter-0 is on the wire: the command catches SIGINT by now
+	case r := <-done:
+		t.Fatalf("the command ended before sending: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not stop after SIGINT")
+	}
+	if r.code == exitOK || !strings.Contains(r.out, "not tried: letter letter-1") || !strings.Contains(r.errOut, "1 of them not tried") {
+		t.Fatalf("after SIGINT: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if n := f.counts(); n["key-0"] != 1 || n["key-1"] != 0 {
+		t.Errorf("the funder received %v, want letter-0 once and letter-1 never", n)
+	}
+	letters := fleet.NewLetters(pool)
+	if l, rec, err := letters.Get(context.Background(), "letter-0"); err != nil || rec != nil || !l.Ambiguous {
+		t.Errorf("letter-0 after the interrupted send: %+v, %v; want it waiting, ambiguous", rec, err)
+	}
+	if l, _, err := letters.Get(context.Background(), "letter-1"); err != nil || l.Ambiguous {
+		t.Errorf("letter-1, never tried: %v; want it as it was", err)
+	}
+	var msgs []string
+	_, err := fleet.ReadTrail(context.Background(), pool, func(r fleet.TrailRecord) error {
+		if r.Fields[grantretry.FieldSubmissionID] == "GRANT-50" {
+			msgs = append(msgs, r.Msg)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) < 2 || msgs[0] != grantretry.MsgAttempt || msgs[len(msgs)-1] != grantretry.MsgDisposition {
+		t.Errorf("the trail's lines of letter-0's redelivery: %q; want its attempt, then its disposition", msgs)
 	}
 }

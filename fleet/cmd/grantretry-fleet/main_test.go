@@ -155,7 +155,7 @@ func TestDeadLetterListShowRedeliver(t *testing.T) {
 		t.Fatalf("show of a missing letter: exit %d, want 1", code)
 	}
 	code, out, errOut := runCLI("deadletter", "redeliver", "letter-0", "-header", "Authorization: Bearer t")
-	if code != exitOK || !strings.Contains(out, "redelivered letter-0: answered 201") || auth.Load() != "Bearer t" {
+	if code != exitOK || !strings.Contains(out, "redelivered letter letter-0: answered 201") || auth.Load() != "Bearer t" {
 		t.Fatalf("redeliver one: exit %d\n%s%s", code, out, errOut)
 	}
 	// -all: letter-1 goes; letter-2 is ambiguous and stays.

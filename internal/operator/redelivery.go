@@ -1,0 +1,103 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/deadletter"
+)
+
+// Both redelivery commands say what became of a letter in the words
+// below, so that an operator reads one result one way whichever tool sent
+// it.
+
+// LetterName names l as a redelivery's lines do: its ID, and its
+// submission id when it has one, which is what the pipeline and the
+// funder know it by.
+func LetterName(l *grantretry.Letter) string {
+	if l.SubmissionID == "" {
+		return "letter " + l.ID
+	}
+	return "letter " + l.ID + " (submission " + EscapeControl(l.SubmissionID) + ")"
+}
+
+// Answer is what the funder answered a redelivery, and how the
+// redelivering Transport ended it: "answered 201 Created (succeeded after
+// 1 attempt)".
+func Answer(rec deadletter.Redelivery) string {
+	s := "answered " + strconv.Itoa(rec.Status)
+	if text := http.StatusText(rec.Status); text != "" {
+		s += " " + text
+	}
+	if rec.Disposition != "" {
+		s += fmt.Sprintf(" (%s after %s)", rec.Disposition, countNoun(rec.Attempts, "attempt"))
+	}
+	return s
+}
+
+// Redelivered is the line of a letter the funder now has, and says so
+// when nothing was sent because the reconciler found it there.
+func Redelivered(l *grantretry.Letter, rec deadletter.Redelivery) string {
+	s := "redelivered " + LetterName(l) + ": " + Answer(rec)
+	if strings.HasPrefix(rec.Note, ReconciledNote) {
+		s += "; " + ReconciledNote
+	}
+	return s
+}
+
+// NotRedelivered is the line of a letter whose redelivery the funder
+// answered with a refusal or a failure (400 or more); where says where the
+// letter is left.
+func NotRedelivered(l *grantretry.Letter, rec deadletter.Redelivery, where string) string {
+	return LetterName(l) + " not redelivered: " + Answer(rec) + "; " + where
+}
+
+// NotSentAmbiguous is the error of a letter a command did not send
+// because its last attempt, or an earlier redelivery of it, may have been
+// applied (deadletter.ErrAmbiguous): the command cannot ask the funder.
+// why says what made it ambiguous, "" for the letter's own last attempt;
+// askWith names the library call that can ask; where says where the
+// letter is left.
+func NotSentAmbiguous(l *grantretry.Letter, why, askWith, where string) error {
+	if why == "" {
+		why = "its last attempt may have been applied"
+	}
+	return fmt.Errorf("%s not sent: %s; ask the funder first (%s with a reconciler), or pass -trust-key if it honours Idempotency-Key; %s", LetterName(l), why, askWith, where)
+}
+
+// RedeliveryRecord is the record of a redelivery that got resp, with the
+// redelivering Transport's outcome when it has one, and the note that a
+// reconciler answered for the funder.
+func RedeliveryRecord(resp *http.Response, note string) deadletter.Redelivery {
+	if deadletter.Reconciled(resp) {
+		note = strings.Join(slices.DeleteFunc([]string{ReconciledNote, note}, func(s string) bool { return s == "" }), "; ")
+	}
+	rec := deadletter.Redelivery{Status: resp.StatusCode, Note: note}
+	if out, ok := grantretry.OutcomeOf(resp); ok {
+		rec.Disposition, rec.Attempts = out.Disposition, out.Attempts
+	}
+	return rec
+}
+
+// ReconciledNote is the note of a redelivery that the reconciler answered:
+// nothing was sent.
+const ReconciledNote = "reconciled: the funder already has the submission; nothing was sent"
+
+// errCannotAsk is CannotAsk's answer.
+var errCannotAsk = errors.New("grantretry: this command cannot ask the funder whether it has the submission: redeliver from the pipeline, with its reconciler, or pass -trust-key if the funder honours Idempotency-Key")
+
+// CannotAsk is the reconciler of a command's redelivering Transport when
+// the operator did not pass -trust-key: it cannot tell. After an attempt
+// that may have been applied, the Transport then sends nothing more, and
+// the redelivery ends unreconciled (grantretry.StopUnreconciled), its
+// letter ambiguous, instead of being sent again to a funder that may
+// ignore the key.
+func CannotAsk(context.Context, grantretry.ReconcileQuery) (*http.Response, error) {
+	return nil, errCannotAsk
+}
