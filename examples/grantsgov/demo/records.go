@@ -65,7 +65,11 @@ type redelivery struct {
 }
 
 // redeliverAll sends every dead letter again through client, with its own
-// Idempotency-Key, and marks the ones the funder took as redelivered.
+// Idempotency-Key, and marks the ones the funder took as redelivered. It
+// sends through the directory, which marks each letter in flight before
+// it is sent and writes a failed redelivery into it; a letter that may
+// already have reached the funder is not sent without a reconciler
+// (deadletter.ErrAmbiguous), and says so.
 func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]redelivery, error) {
 	letters, err := r.letters.List()
 	if err != nil {
@@ -74,7 +78,7 @@ func (r *records) redeliverAll(ctx context.Context, client *http.Client) ([]rede
 	var out []redelivery
 	for _, l := range letters {
 		rd := redelivery{letter: l}
-		resp, err := deadletter.Redeliver(ctx, client, l, nil)
+		resp, err := r.letters.Redeliver(ctx, client, l.ID, nil)
 		if err != nil {
 			rd.err = err
 			out = append(out, rd)
