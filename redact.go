@@ -1,7 +1,10 @@
 package grantretry
 
 import (
+	"bytes"
+	"encoding/json"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
@@ -227,33 +230,122 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 	return secrets
 }
 
-// formSecretNames are the form fields that carry credentials without a
-// secret-looking name: OAuth 2.0's assertion grants (RFC 7521, 7523) and
-// PKCE's code_verifier (RFC 7636). client_secret, password,
-// refresh_token and code match the rules above.
+// formSecretNames are the fields of a form or token request that carry
+// credentials without a secret-looking name: OAuth 2.0's assertion grants
+// (RFC 7521, 7523) and PKCE's code_verifier (RFC 7636). client_secret,
+// password, refresh_token and code match the rules above.
 var formSecretNames = []string{"assertion", "client_assertion", "code_verifier"}
 
-// formSecrets returns the names of the fields of an
-// application/x-www-form-urlencoded body that carry credentials, by the
-// rules of secret and formSecretNames, sorted and once each; nil if the
-// body is of another type or holds none. A body with a secret field is
-// never written down: what it holds is the credential itself.
-func (rd redactor) formSecrets(h http.Header, body []byte) []string {
-	if len(body) == 0 || !isForm(h) {
+// credential reports whether a field of a request body called name carries
+// a credential.
+func (rd redactor) credential(name string) bool {
+	return rd.secret(name) || slices.Contains(formSecretNames, strings.ToLower(name))
+}
+
+// bodySecrets returns the names of the fields of a request body that carry
+// credentials, by the rules of credential, sorted and once each; nil if it
+// holds none. A body with such a field is never written down: what it
+// holds is the credential itself. It reads the body as the funder's server
+// may: an application/x-www-form-urlencoded form, a multipart form, and,
+// whatever its Content-Type, a JSON token request (an object with a
+// grant_type). The Content-Type is read as net/http's server reads it:
+// under any spelling of its name, and by its media type even when a
+// parameter after it does not parse.
+func (rd redactor) bodySecrets(h http.Header, body []byte) []string {
+	if len(body) == 0 {
 		return nil
 	}
 	var names []string
-	for _, p := range splitQuery(string(body)) {
-		if rd.secret(p.name) || slices.Contains(formSecretNames, strings.ToLower(p.name)) {
-			names = append(names, p.name)
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Type") {
+			continue
+		}
+		for _, v := range vs {
+			mt, params := mediaType(v)
+			switch {
+			case mt == "application/x-www-form-urlencoded":
+				names = append(names, rd.formFields(body)...)
+			case strings.HasPrefix(mt, "multipart/"):
+				names = append(names, rd.multipartFields(body, params["boundary"])...)
+			}
 		}
 	}
+	names = append(names, rd.tokenRequestFields(body)...)
 	sort.Strings(names)
 	return slices.Compact(names)
 }
 
-// isForm reports whether h says its body is a URL-encoded form.
-func isForm(h http.Header) bool {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	return err == nil && ct == "application/x-www-form-urlencoded"
+// mediaType is the media type of a Content-Type value, lower-cased, and
+// its parameters, nil if they do not parse.
+func mediaType(v string) (string, map[string]string) {
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		mt, _, _ = strings.Cut(v, ";")
+		return strings.ToLower(strings.TrimSpace(mt)), nil
+	}
+	return mt, params
+}
+
+// formFields returns the names of a URL-encoded form's credential fields.
+func (rd redactor) formFields(body []byte) []string {
+	var names []string
+	for _, p := range splitQuery(string(body)) {
+		if rd.credential(p.name) {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}
+
+// multipartFields returns the names of a multipart form's credential
+// parts. Without a boundary from the Content-Type, it takes the one the
+// body opens with.
+func (rd redactor) multipartFields(body []byte, boundary string) []string {
+	if boundary == "" {
+		first, _, _ := bytes.Cut(body, []byte("\n"))
+		first = bytes.TrimRight(first, " \t\r")
+		if !bytes.HasPrefix(first, []byte("--")) {
+			return nil
+		}
+		boundary = string(first[2:])
+	}
+	var names []string
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextRawPart()
+		if err != nil {
+			return names
+		}
+		if n := p.FormName(); rd.credential(n) {
+			names = append(names, n)
+		}
+	}
+}
+
+// tokenRequestFields returns the names of the credential fields of a JSON
+// token request: a top-level object with a grant_type. A JSON body of
+// another kind is the work itself, and keeps its fields.
+func (rd redactor) tokenRequestFields(body []byte) []string {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	// The first value only, as a server that decodes the body does.
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&obj) != nil {
+		return nil
+	}
+	var names []string
+	grant := false
+	for k := range obj {
+		if strings.EqualFold(k, "grant_type") {
+			grant = true
+		}
+		if rd.credential(k) {
+			names = append(names, k)
+		}
+	}
+	if !grant {
+		return nil
+	}
+	return names
 }
