@@ -298,7 +298,7 @@ func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Fiel
 func (c *call) trailFailed(err error) {
 	if !c.trailBroken {
 		c.trailBroken = true
-		c.recordFailed(sinkErr(err))
+		c.recordFailed(sinkErr(c.scrubbed(err)))
 		c.observeRecordFailure(recordAuditTrail)
 	}
 }
@@ -466,7 +466,7 @@ func (c *call) logAttempt(a attemptRecord) {
 	}
 	l.shared = c.shared(&l.store)
 	if a.err != nil {
-		l.errText = capText(c.t.cfg.redact.scrub(a.err, c.req))
+		l.errText = capText(c.scrub(a.err))
 	}
 	l.field[0] = zap.Inline(l)
 	if err := c.t.audit(zap.InfoLevel, MsgAttempt, l.field[:]); err != nil {
@@ -490,12 +490,11 @@ func (c *call) logDisposition(cause error) {
 		elapsed: o.Elapsed, deadLetter: o.DeadLetterID,
 		reconciles: o.Reconciles, ambiguous: o.Ambiguous,
 	}
-	rd := c.t.cfg.redact
 	if cause != nil {
-		l.errText = capText(rd.scrub(cause, c.req))
+		l.errText = capText(c.scrub(cause))
 	}
 	if o.RecordErr != nil {
-		l.recordErr = capText(rd.scrub(o.RecordErr, c.req))
+		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded
 	}
 	l.field[0] = zap.Inline(l)
 	err := c.t.audit(level, MsgDisposition, l.field[:])

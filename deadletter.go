@@ -132,10 +132,10 @@ func (c *call) keepLetter(lastErr error) {
 	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
 		var ke keptElsewhere
 		if errors.As(err, &ke) && ke.KeptAt() != "" {
-			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, err))
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, c.scrubbed(err)))
 			c.out.DeadLetterID = l.ID // kept, where KeptAt says
 		} else {
-			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, c.scrubbed(err)))
 		}
 		c.observeRecordFailure(recordDeadLetter)
 		return
@@ -173,7 +173,7 @@ func (c *call) letter(lastErr error) *Letter {
 	}
 	l.Header, l.Redacted = rd.header(c.req.Header)
 	if lastErr != nil {
-		l.LastError = rd.scrub(lastErr, c.req)
+		l.LastError = c.scrub(lastErr)
 	}
 	c.letterBody(l)
 	return l
@@ -195,7 +195,7 @@ func (c *call) letterBody(l *Letter) {
 	case p.getBody != nil:
 		b, err := readLetterBody(p.getBody)
 		if err != nil {
-			l.BodyOmitted = err.Error()
+			l.BodyOmitted = c.scrub(err)
 			break
 		}
 		body = b

@@ -105,7 +105,9 @@ type Error struct {
 }
 
 // Error returns the redacted message: the method, the URL without user info
-// or query, the disposition, the attempts and the cause.
+// or query, the disposition, the attempts and the cause, with no request
+// header value and no run of the request body in the cause (see
+// docs/secrets.md). Unwrap gives the cause as the inner layer wrote it.
 func (e *Error) Error() string { return e.msg }
 
 // Unwrap returns the last cause.
@@ -132,8 +134,9 @@ func (e *Error) Is(target error) bool {
 }
 
 // newError builds an *Error whose message names the call without secrets:
-// the URL without user info or query, and the cause with both scrubbed out.
-func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
+// the URL without user info or query, and the cause and the record's
+// failure scrubbed of the request (scrub).
+func newError(o Outcome, r *http.Request, cause error, scrub func(error) string) *Error {
 	var b strings.Builder
 	b.WriteString("grantretry: ")
 	if r != nil {
@@ -158,11 +161,12 @@ func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
 	}
 	if cause != nil {
 		b.WriteString(": ")
-		b.WriteString(rd.scrub(cause, r))
+		b.WriteString(scrub(cause))
 	}
 	if o.RecordErr != nil {
+		// scrubbed as it was recorded
 		b.WriteString("; and the call was not recorded as promised: ")
-		b.WriteString(rd.scrub(o.RecordErr, r))
+		b.WriteString(o.RecordErr.Error())
 	}
 	return &Error{Outcome: o, Err: cause, msg: b.String()}
 }
