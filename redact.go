@@ -154,16 +154,6 @@ func unescapeQuery(s string) string {
 	return s
 }
 
-// redactedURL is the URL as error messages show it: scheme, host and path,
-// never user info, query or fragment.
-func redactedURL(u *url.URL) string {
-	if u == nil {
-		return "<nil URL>"
-	}
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return r.String()
-}
-
 // minSecretLen is the shortest secret scrubbed out of an error message on
 // its own; shorter ones cannot hold a credential, and scrubbing them would
 // mangle the message.
