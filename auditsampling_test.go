@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,6 +64,7 @@ func succeedMany(t *testing.T, tr *Transport, n int) {
 // teed beside another core.
 func TestAuditLinesAreNeverSampled(t *testing.T) {
 	const calls = 300
+	var hooked atomic.Int64
 	for _, tc := range []struct {
 		name string
 		wrap func(*zap.Logger) *zap.Logger
@@ -70,7 +72,7 @@ func TestAuditLinesAreNeverSampled(t *testing.T) {
 		{"as built", func(l *zap.Logger) *zap.Logger { return l }},
 		{"With and Named", func(l *zap.Logger) *zap.Logger { return l.With(zap.String("service", "submit")).Named("grants") }},
 		{"Hooks", func(l *zap.Logger) *zap.Logger {
-			return l.WithOptions(zap.Hooks(func(zapcore.Entry) error { return nil }))
+			return l.WithOptions(zap.Hooks(func(zapcore.Entry) error { hooked.Add(1); return nil }))
 		}},
 		{"teed", func(l *zap.Logger) *zap.Logger {
 			return l.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
@@ -95,6 +97,9 @@ func TestAuditLinesAreNeverSampled(t *testing.T) {
 			got := auditCounts(t, out)
 			if got[MsgAttempt] != calls || got[MsgDisposition] != calls {
 				t.Errorf("%d attempt and %d disposition lines reached the log, want %d of each", got[MsgAttempt], got[MsgDisposition], calls)
+			}
+			if n := hooked.Swap(0); tc.name == "Hooks" && n != 2*calls {
+				t.Errorf("the hooks ran for %d lines, want %d", n, 2*calls)
 			}
 		})
 	}
