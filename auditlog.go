@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -128,6 +130,128 @@ func WithAuditTrail(sink AuditSink) Option {
 	})
 }
 
+// samplingProbe is how many times unsampled offers one line to a core it
+// cannot see into before it trusts that the core keeps repeated lines: a
+// zap sampler drops a line once it has seen more than its Initial (100 in
+// zap.NewProductionConfig) of one message and level within its tick.
+const samplingProbe = 1000
+
+// unsampled returns l with every zap sampler taken out of its core, so that
+// no audit line is dropped for being like the ones before it. The rest of
+// the logger stays as it was: its name, fields (With), level, hooks, tees,
+// caller and stack options; only the lines written through the returned
+// logger pass the samplers, the application's own lines through l are
+// sampled as before. zap offers no way to unwrap a core, so samplers are
+// found by their type: zap's own sampler, tee and hooks, which hold their
+// inner cores in exported fields. A core of another kind may hide a sampler
+// that cannot be taken out: each is offered samplingProbe copies of one
+// line, and if it turns one down at a level it says it is enabled for,
+// unsampled returns an error and the logger is refused.
+func unsampled(l *zap.Logger) (*zap.Logger, error) {
+	core, changed, err := zapKinds().unsample(l.Core())
+	if err != nil || !changed {
+		return l, err
+	}
+	return l.WithOptions(zap.WrapCore(func(zapcore.Core) zapcore.Core { return core })), nil
+}
+
+// coreKinds are the types of zap's own cores.
+type coreKinds struct{ sampler, tee, hooked, io, nop reflect.Type }
+
+func zapKinds() coreKinds {
+	nop := zapcore.NewNopCore()
+	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{})
+	return coreKinds{
+		sampler: reflect.TypeOf(zapcore.NewSamplerWithOptions(nop, time.Second, 1, 1)),
+		tee:     reflect.TypeOf(zapcore.NewTee(nop, nop)),
+		hooked:  reflect.TypeOf(zapcore.RegisterHooks(nop)),
+		io:      reflect.TypeOf(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.DebugLevel)),
+		nop:     reflect.TypeOf(nop),
+	}
+}
+
+// unsample returns core without its samplers, and whether that changed it.
+func (k coreKinds) unsample(core zapcore.Core) (zapcore.Core, bool, error) {
+	if core == nil {
+		return core, false, nil
+	}
+	v := reflect.ValueOf(core)
+	switch v.Type() {
+	case k.io, k.nop:
+		return core, false, nil
+	case k.sampler:
+		if inner := embeddedCore(v); inner != nil {
+			u, _, err := k.unsample(inner)
+			return u, true, err
+		}
+	case k.tee:
+		cores := make([]zapcore.Core, v.Len())
+		changed := false
+		for i := range cores {
+			c, _ := v.Index(i).Interface().(zapcore.Core)
+			u, ch, err := k.unsample(c)
+			if err != nil {
+				return core, false, err
+			}
+			cores[i], changed = u, changed || ch
+		}
+		if changed {
+			return zapcore.NewTee(cores...), true, nil
+		}
+		return core, false, nil
+	case k.hooked:
+		if inner := embeddedCore(v); inner != nil {
+			u, changed, err := k.unsample(inner)
+			if err != nil || !changed {
+				return core, false, err
+			}
+			// The hooks run as they did: a hooked core's Write runs its
+			// hooks and nothing else, its inner core having written the
+			// line itself.
+			return zapcore.RegisterHooks(u, func(e zapcore.Entry) error { return core.Write(e, nil) }), true, nil
+		}
+	}
+	if dropsRepeats(core) {
+		return core, false, fmt.Errorf("WithLogger: the logger's core (%T) drops repeated lines it is enabled for, "+
+			"as a zap sampler does, and grantretry cannot reach past it: audit lines are never sampled; "+
+			"give WithLogger a logger built without sampling (zap.Config's Sampling set to nil)", core)
+	}
+	return core, false, nil
+}
+
+// embeddedCore is the zapcore.Core embedded in the struct v points to, nil
+// if there is none.
+func embeddedCore(v reflect.Value) zapcore.Core {
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.Elem().FieldByName("Core")
+	if !f.IsValid() || !f.CanInterface() {
+		return nil
+	}
+	c, _ := f.Interface().(zapcore.Core)
+	return c
+}
+
+// dropsRepeats reports whether core turns down one of samplingProbe copies
+// of a line at a level it is enabled for. The copies are checked, never
+// written.
+func dropsRepeats(core zapcore.Core) bool {
+	now := time.Now()
+	for _, level := range []zapcore.Level{zapcore.InfoLevel, zapcore.WarnLevel} {
+		if !core.Enabled(level) {
+			continue
+		}
+		ent := zapcore.Entry{Level: level, Time: now, Message: "grantretry.sampling_probe"}
+		for range samplingProbe {
+			if core.Check(ent, nil) == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // auditing reports whether an audit line at level goes anywhere: to the
 // trail, or to a logger that is enabled at level.
 func (t *Transport) auditing(level zapcore.Level) bool {
@@ -174,7 +298,7 @@ func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Fiel
 func (c *call) trailFailed(err error) {
 	if !c.trailBroken {
 		c.trailBroken = true
-		c.recordFailed(sinkErr(err))
+		c.recordFailed(sinkErr(c.scrubbed(err)))
 		c.observeRecordFailure(recordAuditTrail)
 	}
 }
@@ -342,7 +466,7 @@ func (c *call) logAttempt(a attemptRecord) {
 	}
 	l.shared = c.shared(&l.store)
 	if a.err != nil {
-		l.errText = capText(c.t.cfg.redact.scrub(a.err, c.req))
+		l.errText = capText(c.scrub(a.err))
 	}
 	l.field[0] = zap.Inline(l)
 	if err := c.t.audit(zap.InfoLevel, MsgAttempt, l.field[:]); err != nil {
@@ -366,12 +490,11 @@ func (c *call) logDisposition(cause error) {
 		elapsed: o.Elapsed, deadLetter: o.DeadLetterID,
 		reconciles: o.Reconciles, ambiguous: o.Ambiguous,
 	}
-	rd := c.t.cfg.redact
 	if cause != nil {
-		l.errText = capText(rd.scrub(cause, c.req))
+		l.errText = capText(c.scrub(cause))
 	}
 	if o.RecordErr != nil {
-		l.recordErr = capText(rd.scrub(o.RecordErr, c.req))
+		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded
 	}
 	l.field[0] = zap.Inline(l)
 	err := c.t.audit(level, MsgDisposition, l.field[:])

@@ -161,8 +161,8 @@ func TestAuditAndErrorsCarryNoSecrets(t *testing.T) {
 			t.Errorf("secret %q leaked into an audit line or error:\n%s", s, joined)
 		}
 	}
-	if !strings.Contains(err.Error(), "funder.test/v1/applications") {
-		t.Errorf("error %q does not name the call", err)
+	if !strings.Contains(err.Error(), string(DeadLetter)) {
+		t.Errorf("error %q does not say how the call ended", err)
 	}
 }
 

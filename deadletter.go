@@ -23,8 +23,9 @@ const LetterVersion = 2
 // which is work the pipeline still owes. It holds everything needed to
 // send the call again except its secrets: the headers and query parameters
 // that carry credentials are left out (and named in Redacted), so the
-// client that redelivers it supplies its own; likewise a form body that
-// carries credentials is left out (see BodyOmitted). Its JSON form
+// client that redelivers it supplies its own; likewise a body that carries
+// credentials (a form, a multipart form or a JSON token request) is left
+// out (see BodyOmitted). Its JSON form
 // (MarshalJSON) is the durable one; the field names are stable, and every
 // byte that was sent survives it. A Letter is plain data: safe to share once
 // written, not for concurrent writes.
@@ -59,9 +60,10 @@ type Letter struct {
 	BodySHA256 string `json:"body_sha256"`
 	BodyBytes  int64  `json:"body_bytes"`
 	// BodyOmitted says why Body is missing from a request that had one:
-	// it could not be read again, or it is a form that carries credentials
-	// (client_secret, password, refresh_token, assertion, ...: see
-	// docs/secrets.md), which the reason names, never their values. Such a
+	// it could not be read again, or it carries credentials (a form, a
+	// multipart form or a JSON token request with client_secret, password,
+	// refresh_token, assertion, ...: see docs/secrets.md), whose field
+	// names the reason quotes, never their values. Such a
 	// letter cannot be redelivered as it is: the client that made the call
 	// makes it again with its own credentials.
 	BodyOmitted string `json:"body_omitted,omitempty"`
@@ -130,10 +132,10 @@ func (c *call) keepLetter(lastErr error) {
 	if err := sink.PutDeadLetter(context.WithoutCancel(c.ctx), l); err != nil {
 		var ke keptElsewhere
 		if errors.As(err, &ke) && ke.KeptAt() != "" {
-			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, err))
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s: %w", l.ID, c.scrubbed(err)))
 			c.out.DeadLetterID = l.ID // kept, where KeptAt says
 		} else {
-			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, err))
+			c.recordFailed(fmt.Errorf("grantretry: dead letter %s not kept: %w", l.ID, c.scrubbed(err)))
 		}
 		c.observeRecordFailure(recordDeadLetter)
 		return
@@ -171,7 +173,7 @@ func (c *call) letter(lastErr error) *Letter {
 	}
 	l.Header, l.Redacted = rd.header(c.req.Header)
 	if lastErr != nil {
-		l.LastError = rd.scrub(lastErr, c.req)
+		l.LastError = c.scrub(lastErr)
 	}
 	c.letterBody(l)
 	return l
@@ -193,12 +195,12 @@ func (c *call) letterBody(l *Letter) {
 	case p.getBody != nil:
 		b, err := readLetterBody(p.getBody)
 		if err != nil {
-			l.BodyOmitted = err.Error()
+			l.BodyOmitted = c.scrub(err)
 			break
 		}
 		body = b
 	}
-	if names := c.t.cfg.redact.formSecrets(c.req.Header, body); names != nil {
+	if names := c.t.cfg.redact.bodySecrets(c.req.Header, body); names != nil {
 		l.BodyOmitted = credentialsOmitted(names)
 	}
 	if l.BodyOmitted != "" {
@@ -228,7 +230,7 @@ func readLetterBody(getBody func() (io.ReadCloser, error)) ([]byte, error) {
 	return b, nil
 }
 
-// credentialsOmitted is the BodyOmitted of a form body with the secret
+// credentialsOmitted is the BodyOmitted of a body with the credential
 // fields names: their names, quoted, and never their values.
 func credentialsOmitted(names []string) string {
 	const maxNames = 8
@@ -244,6 +246,6 @@ func credentialsOmitted(names []string) string {
 		}
 		quoted[i] = strconv.Quote(n)
 	}
-	return "the form body carries credentials (" + strings.Join(quoted, ", ") + more +
+	return "the body carries credentials (" + strings.Join(quoted, ", ") + more +
 		"): letters are kept without credentials, so it was not kept; the client that made the call must make it again"
 }

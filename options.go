@@ -219,16 +219,24 @@ func WithoutRetryThrottle() Option {
 	return policyOption(func(c *config) { c.throttleOn = false })
 }
 
-// WithLogger sets the audit logger. The default, zap.NewNop(), writes
+// WithLogger sets the audit logger. The default, [zap.NewNop], writes
 // nothing and costs nothing. The audit lines and their fields are described
-// by the Msg* and Field* constants.
+// by the Msg* and Field* constants. Audit lines are never sampled: they are
+// written past the samplers of l's core (zap.NewProductionConfig samples),
+// and l is an invalid option if its core holds one grantretry cannot reach
+// past (docs/audit-lines.md says which). l's own lines keep their sampling.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {
 			c.invalid("WithLogger(nil)")
 			return
 		}
-		c.log = l
+		ul, err := unsampled(l)
+		if err != nil {
+			c.invalid("%v", err)
+			return
+		}
+		c.log = ul
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -104,8 +103,12 @@ type Error struct {
 	msg string
 }
 
-// Error returns the redacted message: the method, the URL without user info
-// or query, the disposition, the attempts and the cause.
+// Error returns the message: the disposition, the stop reason, the
+// attempts and the cause, with no request header value and no run of the
+// request body in it (see docs/secrets.md). It does not name the method or
+// the URL: the *url.Error that http.Client wraps around it does, and the
+// audit lines carry both. Unwrap gives the cause as the inner layer wrote
+// it.
 func (e *Error) Error() string { return e.msg }
 
 // Unwrap returns the last cause.
@@ -131,23 +134,13 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// newError builds an *Error whose message names the call without secrets:
-// the URL without user info or query, and the cause with both scrubbed out.
-func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
+// newError builds an *Error whose message says how the call ended, with
+// the cause and the record's failure scrubbed of the request (scrub). It
+// names neither the method nor the URL: http.Client, through which most
+// calls come, wraps the error in a *url.Error that names both.
+func newError(o Outcome, cause error, scrub func(error) string) *Error {
 	var b strings.Builder
 	b.WriteString("grantretry: ")
-	if r != nil {
-		if m := r.Method; m == "" || validHeaderName(m) {
-			b.WriteString(m)
-		} else {
-			// A method refused as invalid: quoted, so that a CR or LF in
-			// it cannot split a log line.
-			b.WriteString(strconv.Quote(m))
-		}
-		b.WriteByte(' ')
-		b.WriteString(redactedURL(r.URL))
-		b.WriteString(": ")
-	}
 	b.WriteString(string(o.Disposition))
 	if o.StopReason != "" && o.StopReason != string(o.Disposition) {
 		b.WriteString(" (" + o.StopReason + ")")
@@ -158,11 +151,12 @@ func newError(o Outcome, r *http.Request, cause error, rd redactor) *Error {
 	}
 	if cause != nil {
 		b.WriteString(": ")
-		b.WriteString(rd.scrub(cause, r))
+		b.WriteString(scrub(cause))
 	}
 	if o.RecordErr != nil {
+		// scrubbed as it was recorded
 		b.WriteString("; and the call was not recorded as promised: ")
-		b.WriteString(rd.scrub(o.RecordErr, r))
+		b.WriteString(o.RecordErr.Error())
 	}
 	return &Error{Outcome: o, Err: cause, msg: b.String()}
 }

@@ -339,7 +339,7 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 		status = resp.StatusCode
 	}
 	if err != nil {
-		errText = capText(c.t.cfg.redact.scrub(err, c.req))
+		errText = capText(c.scrub(err))
 	}
 	if werr := c.t.audit(level, MsgReconcile, []zapcore.Field{
 		zap.Inline(c.shared(nil)),

@@ -1,7 +1,12 @@
 package grantretry
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
@@ -149,16 +154,6 @@ func unescapeQuery(s string) string {
 	return s
 }
 
-// redactedURL is the URL as the audit trail and error messages show it:
-// scheme, host and path, never user info, query or fragment.
-func redactedURL(u *url.URL) string {
-	if u == nil {
-		return "<nil URL>"
-	}
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return r.String()
-}
-
 // minSecretLen is the shortest secret scrubbed out of an error message on
 // its own; shorter ones cannot hold a credential, and scrubbing them would
 // mangle the message.
@@ -166,11 +161,16 @@ const minSecretLen = 4
 
 // scrub is err's message with the request's secrets removed: its query
 // (whole and value by value), its user info, any user name or password in
-// it, and the values of its headers that carry secrets. Error types of
-// other packages may quote the URL or a header; this does not trust them
-// not to.
+// it, and the values of its headers and trailers (the credential alone of
+// a "Bearer x" value too), each when it is minSecretLen bytes or longer.
+// Error types of other packages may quote the URL or a header; this does
+// not trust them not to. call.scrub removes the body as well.
 func (rd redactor) scrub(err error, r *http.Request) string {
-	msg := err.Error()
+	return rd.scrubText(err.Error(), r)
+}
+
+// scrubText is scrub of an error's message.
+func (rd redactor) scrubText(msg string, r *http.Request) string {
 	if r == nil {
 		return msg
 	}
@@ -185,11 +185,14 @@ func (rd redactor) scrub(err error, r *http.Request) string {
 	})
 	for _, s := range slices.Compact(secrets) {
 		if len(s) >= minSecretLen {
-			msg = strings.ReplaceAll(msg, s, "REDACTED")
+			msg = strings.ReplaceAll(msg, s, redacted)
 		}
 	}
 	return msg
 }
+
+// redacted stands in error text for what was removed from it.
+const redacted = "REDACTED"
 
 // secretsOf lists the strings of r that must not appear in a message.
 func (rd redactor) secretsOf(r *http.Request) []string {
@@ -212,48 +215,443 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 			}
 		}
 	}
-	for k, vs := range r.Header {
-		if !rd.secret(k) {
-			continue
-		}
-		for _, v := range vs {
-			secrets = append(secrets, v)
-			// "Bearer abc…": the credential alone, as a layer may quote it
-			if _, cred, ok := strings.Cut(v, " "); ok {
-				secrets = append(secrets, cred)
+	for _, h := range []http.Header{r.Header, r.Trailer} {
+		for k, vs := range h {
+			secret := rd.secret(k)
+			for _, v := range vs {
+				secrets = append(secrets, v)
+				// "Bearer abc…": the credential alone, as a layer may quote it
+				if _, cred, ok := strings.Cut(v, " "); ok && secret {
+					secrets = append(secrets, cred)
+				}
 			}
 		}
 	}
 	return secrets
 }
 
-// formSecretNames are the form fields that carry credentials without a
-// secret-looking name: OAuth 2.0's assertion grants (RFC 7521, 7523) and
-// PKCE's code_verifier (RFC 7636). client_secret, password,
-// refresh_token and code match the rules above.
+// formSecretNames are the fields of a form or token request that carry
+// credentials without a secret-looking name: OAuth 2.0's assertion grants
+// (RFC 7521, 7523) and PKCE's code_verifier (RFC 7636). client_secret,
+// password, refresh_token and code match the rules above.
 var formSecretNames = []string{"assertion", "client_assertion", "code_verifier"}
 
-// formSecrets returns the names of the fields of an
-// application/x-www-form-urlencoded body that carry credentials, by the
-// rules of secret and formSecretNames, sorted and once each; nil if the
-// body is of another type or holds none. A body with a secret field is
-// never written down: what it holds is the credential itself.
-func (rd redactor) formSecrets(h http.Header, body []byte) []string {
-	if len(body) == 0 || !isForm(h) {
+// credential reports whether a field of a request body called name carries
+// a credential.
+func (rd redactor) credential(name string) bool {
+	return rd.secret(name) || slices.Contains(formSecretNames, strings.ToLower(name))
+}
+
+// bodySecrets returns the names of the fields of a request body that carry
+// credentials, by the rules of credential, sorted and once each; nil if it
+// holds none. A body with such a field is never written down: what it
+// holds is the credential itself. It reads the body as the funder's server
+// may: an application/x-www-form-urlencoded form, a multipart form, and,
+// whatever its Content-Type, a JSON token request (an object with a
+// grant_type). The Content-Type is read as net/http's server reads it:
+// under any spelling of its name, and by its media type even when a
+// parameter after it does not parse.
+func (rd redactor) bodySecrets(h http.Header, body []byte) []string {
+	if len(body) == 0 {
 		return nil
 	}
 	var names []string
-	for _, p := range splitQuery(string(body)) {
-		if rd.secret(p.name) || slices.Contains(formSecretNames, strings.ToLower(p.name)) {
-			names = append(names, p.name)
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Type") {
+			continue
+		}
+		for _, v := range vs {
+			mt, params := mediaType(v)
+			switch {
+			case mt == "application/x-www-form-urlencoded":
+				names = append(names, rd.formFields(body)...)
+			case strings.HasPrefix(mt, "multipart/"):
+				names = append(names, rd.multipartFields(body, params["boundary"])...)
+			}
 		}
 	}
+	names = append(names, rd.tokenRequestFields(body)...)
 	sort.Strings(names)
 	return slices.Compact(names)
 }
 
-// isForm reports whether h says its body is a URL-encoded form.
-func isForm(h http.Header) bool {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	return err == nil && ct == "application/x-www-form-urlencoded"
+// mediaType is the media type of a Content-Type value, lower-cased, and
+// its parameters, nil if they do not parse.
+func mediaType(v string) (string, map[string]string) {
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		mt, _, _ = strings.Cut(v, ";")
+		return strings.ToLower(strings.TrimSpace(mt)), nil
+	}
+	return mt, params
+}
+
+// formFields returns the names of a URL-encoded form's credential fields.
+func (rd redactor) formFields(body []byte) []string {
+	var names []string
+	for _, p := range splitQuery(string(body)) {
+		if rd.credential(p.name) {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}
+
+// multipartFields returns the names of a multipart form's credential
+// parts. Without a boundary from the Content-Type, it takes the one the
+// body opens with.
+func (rd redactor) multipartFields(body []byte, boundary string) []string {
+	if boundary == "" {
+		first, _, _ := bytes.Cut(body, []byte("\n"))
+		first = bytes.TrimRight(first, " \t\r")
+		if !bytes.HasPrefix(first, []byte("--")) {
+			return nil
+		}
+		boundary = string(first[2:])
+	}
+	var names []string
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextRawPart()
+		if err != nil {
+			return names
+		}
+		if n := p.FormName(); rd.credential(n) {
+			names = append(names, n)
+		}
+	}
+}
+
+// tokenRequestFields returns the names of the credential fields of a JSON
+// token request: a top-level object with a grant_type. A JSON body of
+// another kind is the work itself, and keeps its fields.
+func (rd redactor) tokenRequestFields(body []byte) []string {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	// The first value only, as a server that decodes the body does.
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&obj) != nil {
+		return nil
+	}
+	var names []string
+	grant := false
+	for k := range obj {
+		if strings.EqualFold(k, "grant_type") {
+			grant = true
+		}
+		if rd.credential(k) {
+			names = append(names, k)
+		}
+	}
+	if !grant {
+		return nil
+	}
+	return names
+}
+
+// minBodyRun is the shortest run of a request body's bytes removed from
+// error text: a shorter one is as likely the text's own words, and cannot
+// hold much of an applicant's data.
+const minBodyRun = 8
+
+// scrub is err's message with the call's request removed from it: every
+// run of minBodyRun bytes or more that is also a run of the request body,
+// as it is or as Go quotes it (%q), then the redactor's secrets and header
+// values (redactor.scrub). It runs on errors only, never on the success
+// path: an inner layer, a reconciler or a sink may quote the request in its
+// error, and the text goes into Error, the audit lines, the letter and the
+// span.
+func (c *call) scrub(err error) string {
+	msg := err.Error()
+	if c.req == nil {
+		return msg
+	}
+	then := func(s string) string { return c.t.cfg.redact.scrubText(s, c.req) }
+	if c.out.Attempts == 0 && c.p.buf == nil && c.p.getBody == nil {
+		// No inner layer was given a body the call does not hold (a
+		// stream, or one whose reading failed): the text is the
+		// caller's body's own, or grantretry's.
+		return then(msg)
+	}
+	return c.p.scrubRuns(msg, then)
+}
+
+// scrubbedError is an error whose message call.scrub made: errors.Is and
+// errors.As see the error it wraps.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrubbed returns err with its message scrubbed, for an error the call
+// hands back (Outcome.RecordErr).
+func (c *call) scrubbed(err error) error {
+	return &scrubbedError{msg: c.scrub(err), err: err}
+}
+
+// scrubRuns replaces with redacted every run of msg of minBodyRun bytes or
+// more that is a run of the body, then applies then to what is left. The
+// marker itself, with the text beside it, could make a run of a body that
+// holds it ("REDACTED" in a body that was scrubbed before): a changed text
+// is checked against the body again, and if it holds a run, only "-" is
+// left. A body the call does not hold (streamed once, or one whose GetBody
+// fails) cannot be checked: the text is withheld (bodyUnchecked).
+func (p *payload) scrubRuns(msg string, then func(string) string) string {
+	if len(msg) < minBodyRun || p.empty() {
+		return then(msg)
+	}
+	ix := newRunIndex(msg, true)
+	if p.eachChunk(ix.scan) != nil {
+		return bodyUnchecked
+	}
+	out, _ := ix.redact()
+	out = then(out)
+	if out == msg {
+		return out
+	}
+	for strings.Contains(out, redacted+redacted) {
+		out = strings.ReplaceAll(out, redacted+redacted, redacted)
+	}
+	check := newRunIndex(out, false)
+	if p.eachChunk(check.scan) != nil || check.hits > 0 {
+		return "-"
+	}
+	return out
+}
+
+// bodyUnchecked stands for an error text that could not be checked against
+// the request body, because the call does not hold it.
+const bodyUnchecked = redacted + " (the request body was sent as a stream, or could not be read again: the error text cannot be checked against it)"
+
+// errBodyNotHeld is eachChunk's error for a body the call does not hold.
+var errBodyNotHeld = errors.New("body not held")
+
+// eachChunk gives fn the request body in chunks: the buffer, or a fresh
+// copy from GetBody. A body sent once as a stream is not held.
+func (p *payload) eachChunk(fn func([]byte)) error {
+	switch {
+	case p.buf != nil:
+		fn(p.buf)
+		return nil
+	case p.getBody != nil:
+		rc, err := p.getBody()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		b := make([]byte, 32<<10)
+		for {
+			n, err := rc.Read(b)
+			fn(b[:n])
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return errBodyNotHeld
+}
+
+// runIndex finds the runs of a text that are runs of a body read once, in
+// chunks: it indexes the text's windows of minBodyRun bytes, each as the
+// uint64 of its bytes, and rolls a window over the body. A counting filter
+// over the windows not yet found skips most lookups, and once every window
+// is found the rest of the body costs nothing.
+type runIndex struct {
+	text      string
+	at        []int32  // the text's window positions, grouped by window
+	groups    []window // the text's distinct windows, sorted
+	counts    []uint8  // per filter slot, the windows not yet found; 255 sticks
+	shift     uint
+	remaining int
+	marks     []bool // the text's bytes that are part of a run of the body
+	hits      int
+
+	raw, quoted rollingWindow
+	quote       bool // roll over the body as Go's %q quotes it, too
+}
+
+// window is one distinct window of the text, and where it occurs:
+// at[start:end].
+type window struct {
+	key        uint64
+	start, end int32
+	found      bool
+}
+
+// rollingWindow is the last minBodyRun bytes of a stream, the oldest in the
+// low byte, as text windows are keyed. n counts the bytes rolled in, up to
+// minBodyRun-1; in the quoted stream it goes on to 2*minBodyRun-1, the
+// byte after which the last escape has left the window.
+type rollingWindow struct {
+	w uint64
+	n int
+}
+
+func newRunIndex(text string, quote bool) *runIndex {
+	ix := &runIndex{text: text, quote: quote, marks: make([]bool, len(text))}
+	n := len(text) - minBodyRun + 1
+	if n <= 0 {
+		return ix
+	}
+	type keyAt struct {
+		key uint64
+		at  int32
+	}
+	all := make([]keyAt, n)
+	var w uint64
+	for i := 0; i < len(text); i++ {
+		w = w>>8 | uint64(text[i])<<56
+		if i >= minBodyRun-1 {
+			all[i-minBodyRun+1] = keyAt{w, int32(i - minBodyRun + 1)}
+		}
+	}
+	slices.SortFunc(all, func(a, b keyAt) int {
+		if a.key != b.key {
+			return cmpUint64(a.key, b.key)
+		}
+		return int(a.at - b.at)
+	})
+	ix.at = make([]int32, n)
+	for i, k := range all {
+		ix.at[i] = k.at
+		if i == 0 || k.key != all[i-1].key {
+			ix.groups = append(ix.groups, window{key: k.key, start: int32(i)})
+		}
+		ix.groups[len(ix.groups)-1].end = int32(i + 1)
+	}
+	slots, log := 1024, 10
+	for slots < 8*len(ix.groups) {
+		slots, log = slots<<1, log+1
+	}
+	ix.counts = make([]uint8, slots)
+	ix.shift = uint(64 - log)
+	for _, g := range ix.groups {
+		if h := ix.hash(g.key); ix.counts[h] < 255 {
+			ix.counts[h]++
+		}
+	}
+	ix.remaining = len(ix.groups)
+	return ix
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (ix *runIndex) hash(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> ix.shift }
+
+// scan rolls the windows over the next chunk of the body: the raw one, and
+// the one over the body as strconv.Quote writes it (a byte of a multi-byte
+// rune as it is). While the last minBodyRun quoted bytes needed no escape,
+// the quoted window is the raw one, and is not looked up twice.
+func (ix *runIndex) scan(chunk []byte) {
+	raw, quoted := ix.raw, ix.quoted
+	defer func() { ix.raw, ix.quoted = raw, quoted }()
+	for _, b := range chunk {
+		if ix.remaining == 0 {
+			return
+		}
+		raw.w = raw.w>>8 | uint64(b)<<56
+		if raw.n < minBodyRun-1 {
+			raw.n++
+		} else if ix.counts[ix.hash(raw.w)] != 0 {
+			ix.find(raw.w)
+		}
+		if !ix.quote {
+			continue
+		}
+		var esc [4]byte
+		q := esc[:0]
+		switch b {
+		case '"', '\\':
+			q = append(q, '\\', b)
+		case '\a', '\b', '\f', '\n', '\r', '\t', '\v':
+			q = append(q, '\\', "abfnrtv"[strings.IndexByte("\a\b\f\n\r\t\v", b)])
+		default:
+			if b < 0x20 || b == 0x7f {
+				const hex = "0123456789abcdef"
+				q = append(q, '\\', 'x', hex[b>>4], hex[b&15])
+			}
+		}
+		if len(q) == 0 {
+			quoted.w = quoted.w>>8 | uint64(b)<<56
+			if quoted.n < minBodyRun-1 {
+				quoted.n++
+			} else if quoted.n < 2*minBodyRun-1 {
+				// an escape is still in the window
+				quoted.n++
+				if ix.counts[ix.hash(quoted.w)] != 0 {
+					ix.find(quoted.w)
+				}
+			}
+			continue
+		}
+		for _, e := range q {
+			quoted.w = quoted.w>>8 | uint64(e)<<56
+			if quoted.n < minBodyRun-1 {
+				quoted.n++
+				continue
+			}
+			quoted.n = minBodyRun - 1 // an escape is in the window
+			if ix.counts[ix.hash(quoted.w)] != 0 {
+				ix.find(quoted.w)
+			}
+		}
+	}
+}
+
+// find marks the text's occurrences of window w, if it is one of the
+// text's and was not found before.
+func (ix *runIndex) find(w uint64) {
+	i, ok := slices.BinarySearchFunc(ix.groups, w, func(g window, w uint64) int { return cmpUint64(g.key, w) })
+	if !ok || ix.groups[i].found {
+		return
+	}
+	g := &ix.groups[i]
+	g.found = true
+	ix.remaining--
+	if h := ix.hash(w); ix.counts[h] < 255 {
+		ix.counts[h]--
+	}
+	for _, at := range ix.at[g.start:g.end] {
+		ix.hits++
+		for j := at; j < at+minBodyRun; j++ {
+			ix.marks[j] = true
+		}
+	}
+}
+
+// redact returns the text with each marked run replaced by redacted, and
+// whether any was.
+func (ix *runIndex) redact() (string, bool) {
+	if ix.hits == 0 {
+		return ix.text, false
+	}
+	var b strings.Builder
+	b.Grow(len(ix.text))
+	for i := 0; i < len(ix.text); {
+		if !ix.marks[i] {
+			b.WriteByte(ix.text[i])
+			i++
+			continue
+		}
+		b.WriteString(redacted)
+		for i < len(ix.text) && ix.marks[i] {
+			i++
+		}
+	}
+	return b.String(), true
 }

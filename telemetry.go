@@ -446,7 +446,7 @@ func (c *call) observeEnd(cause error) {
 		s.SetAttributes(keyErrorType.String(string(c.out.Disposition)))
 		msg := string(c.out.Disposition)
 		if cause != nil {
-			msg = capText(c.t.cfg.redact.scrub(cause, c.req))
+			msg = capText(c.scrub(cause))
 		}
 		s.SetStatus(codes.Error, msg)
 	}

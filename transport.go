@@ -1104,7 +1104,7 @@ func (c *call) finishErr(cause error) error {
 			c.observeEnd(cause)
 		}
 	}
-	return newError(c.out, c.req, cause, c.t.cfg.redact)
+	return newError(c.out, cause, c.scrub)
 }
 
 // failClosed ends a call the audit trail can no longer record: nothing more
