@@ -364,7 +364,7 @@ func TestRedeliverTransportErrorPrintsThePrefixOnceAndNamesTheLetter(t *testing.
 	if code != exitFailure {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	want := "grantretry-fleet: deadletter: letter letter-0: Post \"" + refused + "/submit\": POST " + refused + "/submit: "
+	want := "grantretry-fleet: deadletter: letter letter-0: Post \"" + refused + "/submit\": "
 	if !strings.Contains(errOut, want) {
 		t.Errorf("want a line beginning %q in\n%s", want, errOut)
 	}
