@@ -300,6 +300,24 @@ func (hb *hostBreaker) carryOpen(wait time.Duration) {
 	hb.tripping.Store(false)
 }
 
+// carryClosed lets an open breaker probe at once because the fleet's
+// breaker was closed when the process lost the fleet (see
+// call.carryFleet): the fleet heard the funder answer, and let this
+// process's calls out over its open local breaker, whose own probe time
+// would otherwise refuse them now. One whose probe is out keeps it.
+func (hb *hostBreaker) carryClosed() {
+	if hb == nil {
+		return
+	}
+	now := hb.clock.Now().UnixNano()
+	for {
+		g := hb.gate.Load()
+		if g == 0 || g <= now || hb.halfOpen.Load() || hb.gate.CompareAndSwap(g, now) {
+			return
+		}
+	}
+}
+
 // permit is one attempt's permission from a host's breaker: the done of
 // gobreaker's two-step Allow, to be called exactly once.
 type permit struct {

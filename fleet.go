@@ -161,8 +161,9 @@ type FleetHost interface {
 // fleet's next probe was due ([FleetRecall]) and then probing as the
 // local breaker does, at times every process that lost the fleet with it
 // shares, so that the funder sees probes, not the calls the fleet was
-// refusing, and every process finds it back at once. A nil f, or an
-// interface holding a nil pointer, is an invalid option.
+// refusing, and every process finds it back at once; a host whose fleet
+// breaker was closed has an open local breaker probe at once. A nil f, or
+// an interface holding a nil pointer, is an invalid option.
 func WithFleet(f Fleet) Option {
 	if isNil(f) {
 		return optionFunc(func(c *config) { c.invalid("WithFleet(nil)") })
@@ -230,7 +231,8 @@ func (hs *hostState) heardFleet(st FleetState) {
 
 // carryFleet carries the fleet's last known state of the host into its
 // local breaker, once each time the fleet is lost: an open fleet breaker
-// opens the local one (see hostBreaker.carryOpen). While the fleet's
+// opens the local one (see hostBreaker.carryOpen), a closed one lets an
+// open local one probe at once (carryClosed). While the fleet's
 // breaker is open no local breaker counts a failure, since the fleet
 // refuses the calls, so without this every process would find its local
 // breaker closed and send the calls the fleet had been refusing.
@@ -246,10 +248,13 @@ func (c *call) carryFleet() {
 			st, wait = rst, rwait
 		}
 	}
-	if st == FleetOpen {
-		// Before the mark, so that a call that finds the mark finds
-		// the breaker open.
+	// Before the mark, so that a call that finds the mark finds the
+	// local breaker as the fleet left it.
+	switch st {
+	case FleetOpen:
 		hs.breaker.carryOpen(wait)
+	case FleetClosed:
+		hs.breaker.carryClosed()
 	}
 	hs.heard.CompareAndSwap(h, heardCarried)
 }

@@ -255,3 +255,21 @@ func TestFleetLostWhileOpenMovesAnOpenLocalBreakerToTheFleetsProbe(t *testing.T)
 	h.clock.advance(time.Millisecond)
 	wantSent(t, h, "the next probe")
 }
+
+func TestFleetLostWhileClosedLetsAnOpenLocalBreakerProbeAtOnce(t *testing.T) {
+	f := newAwayFleet(FleetClosed)
+	h := newHarness(t, WithFleet(f), WithBudget(0, time.Minute))
+	h.clock.freeze()
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+	// The process's own failures open its local breaker; the fleet's,
+	// closed, lets its calls out over it.
+	for range DefaultBreakerThreshold + 2 {
+		wantSent(t, h, "a failed call while the fleet's breaker is closed")
+	}
+	f.host.goAway()
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+	// The fleet last said closed: the local breaker probes at once
+	// rather than refusing until its own probe time.
+	wantSent(t, h, "the first call after the fleet is lost")
+	wantSent(t, h, "a call after the good probe")
+}
