@@ -705,8 +705,9 @@ func (h *coordHost) probeOK(ctx context.Context) error {
 			WHERE host = $1 RETURNING host)
 		SELECT pg_notify($2, 'closed ' || host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
-		h.set(false)
+		// The change first: a call that hears the breaker closed finds it.
 		h.change(grantretry.FleetHalfOpen, grantretry.FleetClosed)
+		h.set(false)
 	}
 	return err
 }
