@@ -51,6 +51,14 @@ type hostBreaker struct {
 	failedProbes atomic.Int32
 	halfOpen     atomic.Bool
 
+	// slot is, for a breaker opened by carryOpen with the fleet's next
+	// probe known, the Clock time in Unix ns of its latest probe slot (0
+	// otherwise): its gate then follows slots a fixed schedule apart
+	// instead of a random draw (see settle). tripping makes ReadyToTrip
+	// trip on the failure carryOpen reports; it is written under fmu.
+	slot     atomic.Int64
+	tripping atomic.Bool
+
 	// gobreaker calls OnStateChange with its own lock held, so the change
 	// is only queued here, and logged by the Transport after Allow or done
 	// has returned. hasPending lets the hot path skip mu when nothing is
@@ -128,7 +136,7 @@ func newHostBreaker(host string, cfg *config) *hostBreaker {
 		MaxRequests: 1,               // one half-open probe
 		Timeout:     time.Nanosecond, // the gate waits instead
 		ReadyToTrip: func(c gobreaker.Counts) bool {
-			return c.ConsecutiveFailures >= threshold
+			return c.ConsecutiveFailures >= threshold || hb.tripping.Load()
 		},
 		IsExcluded:    func(err error) bool { return err == errBreakerExcluded },
 		OnStateChange: hb.changed,
@@ -150,6 +158,7 @@ func (hb *hostBreaker) changed(_ string, from, to gobreaker.State) {
 	case gobreaker.StateClosed:
 		// The spell first: whoever sees the gate open finds it.
 		hb.spell.Store(newClosedSpell(hb))
+		hb.slot.Store(0)
 		hb.gate.Store(0)
 	}
 	if to != gobreaker.StateClosed {
@@ -211,19 +220,102 @@ func (hb *hostBreaker) settleIfUnset() {
 }
 
 // settle draws the time of the next probe of a breaker that has just
-// opened, and returns the gate. Only the first of concurrent callers sets
-// it; the others use what it set.
+// opened, and returns the gate: for a breaker carried over from the fleet
+// with a known first slot, the next slot instead (see nextSlot). Only the
+// first of concurrent callers sets it; the others use what it set.
 func (hb *hostBreaker) settle() int64 {
 	d := min(hb.maxGap, hb.probe<<min(hb.failedProbes.Load(), 30))
 	if d <= 0 { // the shift overflowed
 		d = hb.maxGap
 	}
-	wait := d/2 + time.Duration(hb.rand.Int64N(int64(d/2)+1))
-	at := hb.clock.Now().Add(wait).UnixNano()
+	now := hb.clock.Now().UnixNano()
+	var at int64
+	if prev := hb.slot.Load(); prev != 0 {
+		at = nextSlot(prev, hb.failedProbes.Load(), d, now)
+	} else {
+		at = now + int64(d/2) + hb.rand.Int64N(int64(d/2)+1)
+	}
 	if hb.gate.CompareAndSwap(gateUnset, at) {
+		if hb.slot.Load() != 0 {
+			hb.slot.Store(at)
+		}
 		return at
 	}
 	return hb.gate.Load()
+}
+
+// nextSlot is the probe time of a carried breaker (see carryOpen) after
+// the slot prev: prev itself for its first probe, then d after the last
+// slot, on a grid of d from it if that time has passed (a probe that took
+// longer than d). Processes that lost the fleet together carry the same
+// first slot, the fleet's next probe, and draw nothing at random, so
+// they keep probing together: once the funder answers, each process's
+// probe finds it within the same moment, and none waits a cooldown more
+// than the first one to succeed.
+func nextSlot(prev int64, failed int32, d time.Duration, now int64) int64 {
+	if failed == 0 {
+		return prev
+	}
+	at := prev + int64(d)
+	if at <= now {
+		at += ((now-at)/int64(d) + 1) * int64(d)
+	}
+	return at
+}
+
+// carryOpen opens the breaker because the fleet's breaker was open when
+// the process lost the fleet (see call.carryFleet): its next probe comes
+// wait from now, the fleet's own next probe, then as the breaker's own
+// probes would, doubling up to the cooldown, at fixed times (see
+// nextSlot); with wait < 0 (not known), at the breaker's usual random
+// draws. A breaker already open (it counted its own failures before the
+// fleet opened) moves to the same schedule when wait is known, and one
+// whose probe is out keeps it. Opening is queued and logged like any
+// other change.
+func (hb *hostBreaker) carryOpen(wait time.Duration) {
+	if hb == nil {
+		return
+	}
+	at := hb.clock.Now().Add(wait).UnixNano()
+	hb.fmu.Lock()
+	defer hb.fmu.Unlock()
+	if hb.spell.Load() == nil {
+		// Open or half-open: only a report under fmu could close it.
+		if wait >= 0 && !hb.halfOpen.Load() {
+			hb.failedProbes.Store(0)
+			hb.slot.Store(at)
+			hb.gate.Store(at)
+		}
+		return
+	}
+	if wait >= 0 {
+		hb.slot.Store(at)
+	}
+	hb.tripping.Store(true)
+	if done, err := hb.cb.Allow(); err == nil {
+		done(errBreakerFailure)
+	} else {
+		hb.slot.Store(0) // cannot happen while the spell is current
+	}
+	hb.tripping.Store(false)
+}
+
+// carryClosed lets an open breaker probe at once because the fleet's
+// breaker was closed when the process lost the fleet (see
+// call.carryFleet): the fleet heard the funder answer, and let this
+// process's calls out over its open local breaker, whose own probe time
+// would otherwise refuse them now. One whose probe is out keeps it.
+func (hb *hostBreaker) carryClosed() {
+	if hb == nil {
+		return
+	}
+	now := hb.clock.Now().UnixNano()
+	for {
+		g := hb.gate.Load()
+		if g == 0 || g <= now || hb.halfOpen.Load() || hb.gate.CompareAndSwap(g, now) {
+			return
+		}
+	}
 }
 
 // permit is one attempt's permission from a host's breaker: the done of

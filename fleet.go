@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // FleetState is what a fleet knows of one host's shared breaker.
@@ -13,7 +15,8 @@ type FleetState int32
 
 const (
 	// FleetUnknown: the fleet's store is away or has not answered yet;
-	// the process's local breaker and throttle decide.
+	// the process's local breaker and throttle decide, from what the
+	// fleet last said (see [WithFleet]).
 	FleetUnknown FleetState = iota
 	// FleetClosed: the fleet's breaker is closed; calls go out, whatever
 	// the local breaker says.
@@ -21,7 +24,62 @@ const (
 	// FleetOpen: the fleet's breaker is open; every process refuses calls
 	// but the one probe the fleet lets through at a time.
 	FleetOpen
+	// FleetHalfOpen: the fleet's probe is out. It appears only in a
+	// [FleetChange]: [FleetHost.State] says FleetOpen meanwhile, since
+	// every other call is refused.
+	FleetHalfOpen
 )
+
+// FieldBreakerFleet is on the breaker lines ([MsgBreaker]) of a fleet's
+// shared breaker, true; a process's local breaker's lines have no such
+// field. The line has the local breaker's other fields: [FieldBreaker],
+// [FieldBreakerFrom] and [FieldBreakerTo].
+const FieldBreakerFleet = "fleet"
+
+// breakerName is the state as breaker lines name it.
+func (s FleetState) breakerName() string {
+	switch s {
+	case FleetClosed:
+		return "closed"
+	case FleetOpen:
+		return "open"
+	case FleetHalfOpen:
+		return "half_open"
+	}
+	return "unknown"
+}
+
+// FleetChange is one change of a fleet's shared breaker: From and To are
+// FleetClosed, FleetOpen or FleetHalfOpen.
+type FleetChange struct{ From, To FleetState }
+
+// FleetChangeLog is a [FleetHost] that tells the Transport of the changes
+// of the fleet's shared breaker that this process made (the report that
+// opened it, the probe it took, the probe's result), so that the
+// Transport writes a breaker line for each to its audit trail and
+// logger, with [FieldBreakerFleet], as it does for its local breaker.
+// Each change is made by one process, and is in that process's trail
+// only. The Transport asks on every call, as it asks State: TakeChanges
+// must be as cheap when there is nothing to take.
+type FleetChangeLog interface {
+	// TakeChanges returns the changes made since it was last called,
+	// oldest first, each once. It must not block, do I/O or allocate
+	// when there are none.
+	TakeChanges() []FleetChange
+}
+
+// FleetRecall is a [FleetHost] that remembers what the fleet said of its
+// host before its store went away. The Transport carries that into its
+// local breaker when the store goes away (see [WithFleet]); without
+// FleetRecall it carries what its own calls last heard.
+type FleetRecall interface {
+	// LastHeard returns the host's state as last heard from the fleet's
+	// store (FleetOpen or FleetClosed; FleetUnknown if never) and, for
+	// FleetOpen, how long from now the fleet's next probe is due, or a
+	// negative duration if that is not known. It must not block or do
+	// I/O.
+	LastHeard() (FleetState, time.Duration)
+}
 
 // Fleet shares each host's circuit breaker and retry budget across the
 // processes of a fleet (WithFleet). The package fleet, a module of its
@@ -97,8 +155,15 @@ type FleetHost interface {
 // WithFleet makes the Transport share its per-host breaker and retry
 // budget with the other processes of a fleet through f. The local breaker
 // and throttle keep running, and decide alone while the fleet cannot tell
-// (FleetUnknown). A nil f, or an interface holding a nil pointer, is an
-// invalid option.
+// (FleetUnknown, or a [FleetHost.TryProbe] that fails). What the fleet
+// last said carries over: a host whose fleet breaker was open when the
+// fleet was lost has its local breaker opened, refusing calls until the
+// fleet's next probe was due ([FleetRecall]) and then probing as the
+// local breaker does, at times every process that lost the fleet with it
+// shares, so that the funder sees probes, not the calls the fleet was
+// refusing, and every process finds it back at once; a host whose fleet
+// breaker was closed has an open local breaker probe at once. A nil f, or
+// an interface holding a nil pointer, is an invalid option.
 func WithFleet(f Fleet) Option {
 	if isNil(f) {
 		return optionFunc(func(c *config) { c.invalid("WithFleet(nil)") })
@@ -121,13 +186,16 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 	if fh == nil || !c.host.cfg.breakerOn {
 		return c.host.breaker.allow()
 	}
-	switch fh.State() {
+	switch st := fh.State(); st {
 	case FleetOpen:
+		c.host.heardFleet(st)
 		ctx, cancel := context.WithTimeout(c.ctx, DefaultFleetLimit)
 		ok, err := fh.TryProbe(ctx)
 		cancel()
+		c.logFleetChanges()
 		switch {
 		case err != nil:
+			c.carryFleet()
 			return c.host.breaker.allow()
 		case !ok:
 			return nil, false, gobreaker.ErrOpenState
@@ -135,12 +203,83 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 		c.fleet.probe = true
 		return noDone, false, nil
 	case FleetClosed:
+		c.host.heardFleet(st)
+		// A change a statement made after its caller stopped waiting
+		// (a probe's success, late) is logged by the next call.
+		c.logFleetChanges()
 		if done, probe, err := c.host.breaker.allow(); err == nil {
 			return done, probe, nil
 		}
 		return noDone, false, nil
 	}
+	c.logFleetChanges()
+	c.carryFleet()
 	return c.host.breaker.allow()
+}
+
+// heardCarried is hostState.heard once what the fleet last said has been
+// carried into the local breaker.
+const heardCarried = -1
+
+// heardFleet notes the fleet's state of the host, FleetOpen or
+// FleetClosed, as this call heard it.
+func (hs *hostState) heardFleet(st FleetState) {
+	if hs.heard.Load() != int32(st) {
+		hs.heard.Store(int32(st))
+	}
+}
+
+// carryFleet carries the fleet's last known state of the host into its
+// local breaker, once each time the fleet is lost: an open fleet breaker
+// opens the local one (see hostBreaker.carryOpen), a closed one lets an
+// open local one probe at once (carryClosed). While the fleet's
+// breaker is open no local breaker counts a failure, since the fleet
+// refuses the calls, so without this every process would find its local
+// breaker closed and send the calls the fleet had been refusing.
+func (c *call) carryFleet() {
+	hs := c.host
+	h := hs.heard.Load()
+	if h == heardCarried {
+		return
+	}
+	st, wait := FleetState(h), time.Duration(-1)
+	if r, ok := hs.fleet.(FleetRecall); ok {
+		if rst, rwait := r.LastHeard(); rst != FleetUnknown {
+			st, wait = rst, rwait
+		}
+	}
+	// Before the mark, so that a call that finds the mark finds the
+	// local breaker as the fleet left it.
+	switch st {
+	case FleetOpen:
+		hs.breaker.carryOpen(wait)
+	case FleetClosed:
+		hs.breaker.carryClosed()
+	}
+	hs.heard.CompareAndSwap(h, heardCarried)
+}
+
+// logFleetChanges writes a breaker line for each change of the fleet's
+// shared breaker that this process made (see FleetChangeLog).
+func (c *call) logFleetChanges() {
+	l := c.host.fleetLog
+	if l == nil {
+		return
+	}
+	for _, ch := range l.TakeChanges() {
+		if !c.t.auditing(zap.WarnLevel) {
+			continue
+		}
+		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
+			zap.String(FieldBreaker, c.host.key),
+			zap.String(FieldBreakerFrom, ch.From.breakerName()),
+			zap.String(FieldBreakerTo, ch.To.breakerName()),
+			zap.Bool(FieldBreakerFleet, true),
+		})
+		if err != nil {
+			c.trailFailed(err)
+		}
+	}
 }
 
 // breakerRefuses reports whether the breaker that decides the call's next
@@ -173,6 +312,7 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
 		defer cancel()
 		fh.ProbeDone(ctx, brk == nil)
+		c.logFleetChanges()
 		if ok {
 			fh.Succeeded()
 		}
@@ -191,6 +331,7 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
 	defer cancel()
 	retry, err := fh.Failed(ctx, f)
+	c.logFleetChanges()
 	if f.Retryable {
 		c.fleet.answered, c.fleet.allowed = err == nil, retry
 	}
@@ -208,6 +349,7 @@ func (c *call) abandonFleetProbe() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
 	defer cancel()
 	c.host.fleet.ProbeDone(ctx, false)
+	c.logFleetChanges()
 }
 
 // fleetStop is the fleet's reason to stop retrying, "" if none; local

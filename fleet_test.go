@@ -327,10 +327,12 @@ func TestFleetAwayFallsBackToLocalState(t *testing.T) {
 	if out.Attempts != DefaultMaxRetries+1 {
 		t.Fatalf("%+v: want the local policy's %d attempts", out, DefaultMaxRetries+1)
 	}
+	// The fleet's open breaker, heard before its store went away,
+	// carries over into the local breaker (fleetlost_test.go).
 	f.host(fleetKey).state.Store(int32(FleetOpen))
 	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
-	if out, err := callFleet(t, h); err != nil || out.Disposition != Succeeded {
-		t.Fatalf("fleet open but away: the local breaker (closed) decides: %+v, %v", out, err)
+	if out, err := callFleet(t, h); !errors.Is(err, ErrCircuitOpen) || out.Attempts != 0 {
+		t.Fatalf("fleet open but away: the local breaker, opened by what the fleet said, refuses: %+v, %v", out, err)
 	}
 }
 

@@ -25,6 +25,12 @@ type hostState struct {
 	breaker  *hostBreaker
 	throttle *retryThrottle
 	fleet    FleetHost // nil without WithFleet
+	// heard is the fleet's state of the host as its calls last heard it
+	// (FleetOpen or FleetClosed), or heardCarried once carried into the
+	// local breaker after the fleet was lost (see call.carryFleet).
+	heard atomic.Int32
+	// fleetLog is fleet as a FleetChangeLog, nil if it is not one.
+	fleetLog FleetChangeLog
 	// attrs name the host on instruments, spanAttrs on spans; nil
 	// without them. attrs say OtherHost for a host past MaxHostSeries.
 	attrs, spanAttrs []attribute.KeyValue
@@ -392,6 +398,7 @@ func (h *hosts) build(key string) *hostState {
 	}
 	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
 		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
+		hs.fleetLog, _ = hs.fleet.(FleetChangeLog)
 	}
 	if cfg.tracerProvider != nil {
 		hs.spanAttrs = hostAttrs(key)

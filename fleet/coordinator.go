@@ -85,9 +85,14 @@ const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS a
 // that opens or closes is announced with NOTIFY, heard on one dedicated
 // connection, and every row is also re-read on a timer in case a
 // notification is lost. While the database does not answer, every host's
-// state is FleetUnknown and the Transport runs on its local state; the
-// Coordinator keeps trying, and rejoins when the database is back.
-// Close it to stop its goroutines. It is safe for concurrent use.
+// state is FleetUnknown and the Transport runs on its local state, from
+// what the Coordinator last heard (a host's FleetHost is a
+// grantretry.FleetRecall: an open breaker stays open, and its processes
+// probe together); the Coordinator keeps trying, and rejoins when the
+// database is back. Each change of a shared breaker this process makes
+// is handed to its Transport (grantretry.FleetChangeLog), which writes it
+// to its audit trail (with a Trail, the fleet's) as a breaker line. Close
+// it to stop its goroutines. It is safe for concurrent use.
 type Coordinator struct {
 	pool *pgxpool.Pool
 	cfg  config
@@ -139,7 +144,11 @@ const (
 // limit; the caller goes on with its local state.
 var errBusy = errors.New("grantretry: fleet: too many statements in flight")
 
-var _ grantretry.Fleet = (*Coordinator)(nil)
+var (
+	_ grantretry.Fleet          = (*Coordinator)(nil)
+	_ grantretry.FleetRecall    = (*coordHost)(nil)
+	_ grantretry.FleetChangeLog = (*coordHost)(nil)
+)
 
 type coordHost struct {
 	c   *Coordinator
@@ -173,7 +182,23 @@ type coordHost struct {
 	// made, not when its answer came: a report cut at the limit answers
 	// later, and its answer must not pass for newer than one made after it.
 	spentAt, grantedAt atomic.Int64
+	// heard is the state last heard from the database (FleetOpen or
+	// FleetClosed; FleetUnknown before the first answer), which state
+	// forgets while the database is away (see LastHeard).
+	heard atomic.Int32
+
+	// changes are the changes of the fleet's breaker that this process's
+	// statements made, for TakeChanges; cmu guards them, and
+	// hasChanges lets TakeChanges skip cmu when there are none.
+	cmu        sync.Mutex
+	changes    []grantretry.FleetChange
+	hasChanges atomic.Bool
 }
+
+// maxChanges bounds the changes a host keeps for TakeChanges: a caller
+// that never takes them (a FleetHost wrapped by another that does not
+// pass TakeChanges on) costs at most that much; past it the oldest go.
+const maxChanges = 64
 
 // NewCoordinator starts the Coordinator of this process on pool's
 // database: its listener and its timers. Run Migrate first. Give the
@@ -326,12 +351,73 @@ func (c *Coordinator) rebaseWall() {
 }
 
 func (h *coordHost) set(open bool) {
+	st := grantretry.FleetClosed
 	if open {
-		h.state.Store(int32(grantretry.FleetOpen))
+		st = grantretry.FleetOpen
 	} else {
-		h.state.Store(int32(grantretry.FleetClosed))
 		h.leased.Store(0)
 	}
+	h.state.Store(int32(st))
+	h.heard.Store(int32(st))
+}
+
+// leaseAtLeast notes that the fleet's probe lease runs at least until
+// end, on the Coordinator's monotonic clock: TryProbe does not ask
+// before then, and LastHeard tells it.
+func (h *coordHost) leaseAtLeast(end time.Duration) {
+	for {
+		old := h.probeAfter.Load()
+		if int64(end) <= old || h.probeAfter.CompareAndSwap(old, int64(end)) {
+			return
+		}
+	}
+}
+
+// LastHeard returns the host's state as last heard from the database,
+// even while the database is away, and for an open breaker how long from
+// now the fleet's probe lease, as last heard, ends: when the fleet's next
+// probe was due. The Transport carries it into its local breaker when it
+// loses the fleet (see grantretry.WithFleet), and every process that
+// heard the same lease probes at the same moment.
+func (h *coordHost) LastHeard() (grantretry.FleetState, time.Duration) {
+	st := grantretry.FleetState(h.heard.Load())
+	if st != grantretry.FleetOpen {
+		return st, -1
+	}
+	left := time.Duration(h.probeAfter.Load()) - time.Since(h.c.start)
+	if left <= 0 {
+		return st, -1 // the lease heard has ended: the next one is not known
+	}
+	return st, left
+}
+
+// change notes a change of the fleet's breaker that this process made.
+func (h *coordHost) change(from, to grantretry.FleetState) {
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	if len(h.changes) >= maxChanges {
+		h.changes = append(h.changes[:0], h.changes[1:]...)
+	}
+	h.changes = append(h.changes, grantretry.FleetChange{From: from, To: to})
+	h.hasChanges.Store(true)
+}
+
+// TakeChanges returns the changes of the fleet's breaker that this
+// process's statements made since it was last called: the report that
+// opened it, each probe lease taken (half-open), and each probe's result
+// (see grantretry.FleetChangeLog). The Transport writes them to its
+// audit trail, so that the fleet's trail has one breaker line for each,
+// in the chain of the process that made it.
+func (h *coordHost) TakeChanges() []grantretry.FleetChange {
+	if !h.hasChanges.Load() {
+		return nil
+	}
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	out := h.changes
+	h.changes = nil
+	h.hasChanges.Store(false)
+	return out
 }
 
 // Failed reports a failed attempt in one statement on the host's row:
@@ -426,7 +512,8 @@ func (h *coordHost) learn(retry bool, made time.Duration) {
 	}
 }
 
-// failedSQL is Failed's statement.
+// failedSQL is Failed's statement. Its third column is true when the
+// statement opened the fleet's breaker (and announced it).
 const failedSQL = `
 		WITH u AS (
 			INSERT INTO grantretry_hosts AS h (host, tokens, max_tokens, failures, failed_at, opened_at, probe_until, levels_at, levels, refill_s)
@@ -456,7 +543,7 @@ const failedSQL = `
 						ELSE grantretry_credit(h.levels_at, h.levels, $6, ` + carriedCredit + `, $5) END
 						|| ` + withdrawnTokens + `)[GREATEST(cardinality(h.levels) - ` + keptLevels + ` + 2, 1):] END
 			RETURNING opened_at IS NOT NULL AS open, opened_at = now() AS just, tokens > max_tokens / 2 AS retry)
-		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NULL ELSE false END FROM u, ` + asyncCommit
+		SELECT open, retry, CASE WHEN just THEN pg_notify($4, 'open ' || $1) IS NOT NULL ELSE false END FROM u, ` + asyncCommit
 
 // keptLevels is how many of the bucket's recent levels its row keeps
 // (levels_at, levels), one per withdrawal. At 40 withdrawals a second (5%
@@ -510,15 +597,22 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 	if maxTokens > 0 {
 		n = h.successes.Swap(0)
 	}
-	var open, retry bool
+	var open, retry, opened bool
+	asked := time.Since(h.c.start)
 	err := h.c.pool.QueryRow(ctx, failedSQL,
 		pgx.QueryExecModeExec, h.key, threshold, p.Probe, Channel, maxTokens, lastOK, refill,
-		float64(n)*p.TokenRatio, at).Scan(&open, &retry, new(bool))
+		float64(n)*p.TokenRatio, at).Scan(&open, &retry, &opened)
 	if err != nil {
 		if n > 0 && !errors.Is(err, context.Canceled) {
 			h.successes.Add(n) // for the next deposit, as deposit does
 		}
 		return false, err
+	}
+	if opened {
+		// This report opened the fleet's breaker, and its lease runs
+		// the probe wait from the statement's time.
+		h.leaseAtLeast(asked + p.Probe)
+		h.change(grantretry.FleetClosed, grantretry.FleetOpen)
 	}
 	h.set(open)
 	if maxTokens > 0 {
@@ -549,6 +643,9 @@ func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
 	err := h.c.detach(ctx, func(qctx context.Context) error {
 		defer h.asking.Store(false)
 		got, err := h.tryProbe(qctx)
+		if got {
+			h.change(grantretry.FleetOpen, grantretry.FleetHalfOpen)
+		}
 		if got && !st.CompareAndSwap(0, 2) {
 			h.leased.Store(h.probeAfter.Load()) // for the next call
 		}
@@ -588,7 +685,7 @@ func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	h.probeAfter.Store(int64(asked + time.Duration(left*float64(time.Second))))
+	h.leaseAtLeast(asked + time.Duration(left*float64(time.Second)))
 	return got, nil
 }
 
@@ -596,6 +693,7 @@ func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
 // failed one keeps it open, and the lease it holds spaces the next probe.
 func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
 	if !ok {
+		h.change(grantretry.FleetHalfOpen, grantretry.FleetOpen)
 		return nil
 	}
 	return h.c.detach(ctx, h.probeOK)
@@ -607,6 +705,8 @@ func (h *coordHost) probeOK(ctx context.Context) error {
 			WHERE host = $1 RETURNING host)
 		SELECT pg_notify($2, 'closed ' || host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
+		// The change first: a call that hears the breaker closed finds it.
+		h.change(grantretry.FleetHalfOpen, grantretry.FleetClosed)
 		h.set(false)
 	}
 	return err
@@ -841,21 +941,29 @@ func (c *Coordinator) rereadHosts(ctx context.Context, q querier, hs []*coordHos
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	asked := time.Since(c.start)
 	rows, err := q.Query(ctx,
-		`SELECT host, opened_at IS NOT NULL FROM grantretry_hosts WHERE host = ANY($1)`, keys)
+		`SELECT host, opened_at IS NOT NULL,
+			CASE WHEN probe_until > now() THEN EXTRACT(EPOCH FROM probe_until - now())::float8 ELSE 0 END
+		FROM grantretry_hosts WHERE host = ANY($1)`, keys)
 	if err != nil {
 		c.unknown()
 		return
 	}
 	open := map[string]bool{}
+	lease := map[string]float64{}
 	var key string
 	var o bool
-	_, err = pgx.ForEachRow(rows, []any{&key, &o}, func() error { open[key] = o; return nil })
+	var left float64 // seconds
+	_, err = pgx.ForEachRow(rows, []any{&key, &o, &left}, func() error { open[key], lease[key] = o, left; return nil })
 	if err != nil {
 		c.unknown()
 		return
 	}
 	for _, h := range hs {
+		if open[h.key] && lease[h.key] > 0 {
+			h.leaseAtLeast(asked + time.Duration(lease[h.key]*float64(time.Second)))
+		}
 		h.set(open[h.key])
 	}
 }
