@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -136,5 +138,35 @@ func TestMissingServerFailsWhenAskedForAndSaysWhy(t *testing.T) {
 				t.Errorf("the message does not say why: %q", e.msg)
 			}
 		})
+	}
+}
+
+// The DSN docs/fleet.md's "Trying it" exports is one the tests take: its
+// pool parameters reach the pool and never the server.
+func TestTheGuidesDSNKeepsPoolParametersFromTheServer(t *testing.T) {
+	page, err := os.ReadFile("../../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^export GRANTRETRY_PG_DSN='([^']+)'$`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("docs/fleet.md exports no GRANTRETRY_PG_DSN")
+	}
+	dsn := string(m[1])
+	cfg, err := ConnConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.RuntimeParams {
+		if strings.HasPrefix(name, "pool_") {
+			t.Errorf("%s would be sent to the server, which refuses it", name)
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(withDatabase(t, dsn, "grantretry_test_x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.MinConns != 2 {
+		t.Errorf("a test database's DSN from the guide's gives a pool MinConns %d, want the guide's 2", pcfg.MinConns)
 	}
 }
