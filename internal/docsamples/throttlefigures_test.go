@@ -120,7 +120,7 @@ func TestThrottleReopenFigureIsWhatTheThrottleDoes(t *testing.T) {
 	for _, c := range []struct{ page, text string }{
 		{"docs/choosing-budgets.md", "⌊(maxTokens/2 + 1) / tokenRatio⌋ + 1 successes (61 with the defaults"},
 		{"docs/choosing-budgets.md", "16 for `WithRetryThrottle(4, 0.2)`, 23 for `(20, 0.5)`"},
-		{"docs/choosing-budgets.md", "wait most of an hour for 61 successes"},
+		{"docs/choosing-budgets.md", "wait more than an hour for 61 successes"},
 		{"docs/choosing-budgets.md", "(61 from empty)"},
 		{"docs/policy.md", "61 successes in a row"},
 		{"docs/policy.md", "⌊(maxTokens/2 + 1) / tokenRatio⌋ + 1 for other settings"},
