@@ -166,7 +166,7 @@ func benchFloor(b *testing.B, writers int, p pacing, syncCommit, sql string, arg
 	}
 	conns := make([]*pgx.Conn, writers)
 	for i := range conns {
-		c, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
+		c, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy()) // not ConnString: it keeps pool_* parameters, which the server refuses
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,6 +48,9 @@ func NewCluster(t testing.TB) *Cluster {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
+			if Required() {
+				t.Fatalf("pgtest: running as root and there is no user postgres to own the cluster, and CI asks for the stop-the-server tests: %v", err)
+			}
 			t.Skipf("pgtest: running as root and there is no user postgres to own the cluster: %v", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)

@@ -3,10 +3,14 @@
 //
 // The server is the one GRANTRETRY_PG_DSN names; without it, the local
 // server on 127.0.0.1:5432 (user postgres, trust auth) if one answers.
-// Without either the test is skipped, unless CI is set or
-// GRANTRETRY_PG_REQUIRED=1: then a missing database is a failure, since a
-// CI run that skipped every fleet test would pass having tested nothing.
-// .ci/run starts a throwaway cluster when neither is there.
+// The DSN may carry pgxpool's parameters (pool_min_conns=2, as the fleet's
+// docs recommend): they are kept in the DSN a test gets, for its pool, and
+// left out of the connections pgtest makes itself, which the server would
+// refuse. Without a server the test is skipped, with the reason; a server
+// that GRANTRETRY_PG_DSN names and that cannot be used is a failure, and so
+// is a missing one when CI is set or GRANTRETRY_PG_REQUIRED=1, since a run
+// that skipped every fleet test would pass having tested nothing. .ci/run
+// starts a throwaway cluster when neither is there.
 package pgtest
 
 import (
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // EnvDSN names the variable that gives the server's DSN.
@@ -57,19 +62,19 @@ func DSN(t testing.TB) string {
 	t.Helper()
 	server, err := ServerDSN()
 	if err != nil {
-		if Required() {
-			t.Fatalf("pgtest: no PostgreSQL, and CI or %s=1 asks for one: %v", EnvRequired, err)
-		}
-		t.Skipf("pgtest: no PostgreSQL (set %s to run): %v", EnvDSN, err)
+		unavailable(t, err)
+		return ""
+	}
+	cfg, err := ConnConfig(server)
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", EnvDSN, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, server)
+	admin, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		if Required() {
-			t.Fatalf("pgtest: connect %s: %v", redacted(server), err)
-		}
-		t.Skipf("pgtest: connect %s: %v", redacted(server), err)
+		unavailable(t, fmt.Errorf("connect %s: %w", redacted(server), err))
+		return ""
 	}
 	defer admin.Close(ctx)
 	name := "grantretry_test_" + randomHex(6)
@@ -80,10 +85,41 @@ func DSN(t testing.TB) string {
 	return withDatabase(t, server, name)
 }
 
+// ConnConfig is the config of one connection to dsn: pgxpool's own
+// parameters (pool_min_conns and the rest) are taken out, since the
+// server refuses them as unknown settings.
+func ConnConfig(dsn string) (*pgx.ConnConfig, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.ConnConfig, nil
+}
+
+// unavailable ends t for want of a server: a failure when the server was
+// asked for (CI, GRANTRETRY_PG_REQUIRED=1, or a GRANTRETRY_PG_DSN that
+// names it), a skip otherwise. Either way the message says why.
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case os.Getenv(EnvDSN) != "":
+		t.Fatalf("pgtest: %s names a server the tests cannot use: %v", EnvDSN, err)
+	case Required():
+		t.Fatalf("pgtest: no PostgreSQL, and CI or %s=1 asks for one: %v", EnvRequired, err)
+	default:
+		t.Skipf("pgtest: no PostgreSQL (set %s to run): %v", EnvDSN, err)
+	}
+}
+
 func drop(t testing.TB, server, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, server)
+	cfg, err := ConnConfig(server)
+	if err != nil {
+		t.Errorf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	admin, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Errorf("pgtest: drop %s: %v", name, err)
 		return
