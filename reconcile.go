@@ -61,9 +61,11 @@ type ReconcileQuery struct {
 // funder already recorded it. An attempt is ambiguous when it failed after
 // any byte of the request may have been written (a reset, an EOF, a timeout
 // awaiting the answer, the attempt timeout; not a refused connection, a
-// failed DNS lookup or TLS handshake), or was answered 500, 502, 504 or any
-// other 5xx but 501 and 503, which say the request was not carried out. A
-// 429, a 503 and a 4xx are never ambiguous. Without a reconciler the call
+// failed DNS lookup or TLS handshake), or was answered 500 or above but 501
+// and 503, which say the request was not carried out: 502, 504, any other
+// 5xx, and a status from 600 to 999, which belongs to no class and says
+// nothing of what the funder did. A 429, a 503 and a 4xx are never
+// ambiguous. Without a reconciler the call
 // retries as it always does: right for funders that honour the key.
 // fn must not be nil. ForHost can set it for one funder.
 func WithReconciler(fn ReconcileFunc) Option {
