@@ -77,11 +77,11 @@ type sendingMark struct {
 // refused, with nothing written or sent, as Redeliver refuses it, and if
 // d was opened with OpenReadOnly (fs.ErrPermission).
 func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
-	if d == nil {
-		return nil, fmt.Errorf("%w: nil *deadletter.Dir", grantretry.ErrInvalidRequest)
-	}
 	if err := validateLetterID(id); err != nil {
 		return nil, err
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: letter %s not sent: nil *deadletter.Dir", grantretry.ErrInvalidRequest, id)
 	}
 	if err := d.writable(); err != nil {
 		return nil, fmt.Errorf("grantretry: letter %s not sent: %w", id, err)
