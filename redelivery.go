@@ -136,8 +136,12 @@ func (c *call) reconcileFirst() (done bool, resp *http.Response, err error) {
 	pol.reconciler = func(ctx context.Context, q ReconcileQuery) (*http.Response, error) {
 		if q.Attempt == 0 { // the question before the first attempt: about the letter's last
 			q.Attempt, q.Status, q.Err = m.attempt, m.status, m.err
+			// The submission began with the letter's call; a letter
+			// with no first attempt was never sent, so zero.
+			q.FirstAttempt = m.firstAttempt
 		}
-		q.FirstAttempt = m.firstAttempt // the submission began with the letter's call
+		// A later question keeps the query's own: the letter's first
+		// attempt, or, for a letter that has none, this call's start.
 		return ask(ctx, q)
 	}
 	c.pol = &pol

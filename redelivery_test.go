@@ -96,3 +96,35 @@ func TestWithReconcileFirstAsksBeforeTheFirstAttempt(t *testing.T) {
 		}
 	}
 }
+
+// Under WithReconcileFirst, a letter that has no FirstAttempt (it was
+// never sent) is asked about with none before the redelivery's first
+// attempt; after that attempt, every question carries the redelivery's
+// start, as any call's questions carry its own.
+func TestWithReconcileFirstAsksLaterQuestionsWithTheCallsStart(t *testing.T) {
+	l := &Letter{ID: "L-3", Attempts: 0}
+	var asked []ReconcileQuery
+	notThere := func(_ context.Context, q ReconcileQuery) (*http.Response, error) {
+		asked = append(asked, q)
+		return nil, nil
+	}
+	h := newHarness(t)
+	h.mock.RegisterResponder(http.MethodPost, funderURL, seq(502, 201))
+	start := h.clock.Now()
+	req, _ := newPost(t, WithReconcileFirst(context.Background(), l, notThere), `{"a":1}`, true)
+	req.Header.Set(HeaderIdempotencyKey, "grant-letter-key")
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if len(asked) != 2 {
+		t.Fatalf("asked %d times, want before the first attempt and after the 502", len(asked))
+	}
+	if !asked[0].FirstAttempt.IsZero() {
+		t.Errorf("before the first attempt: FirstAttempt %v, want zero: the letter has none", asked[0].FirstAttempt)
+	}
+	if !asked[1].FirstAttempt.Equal(start) {
+		t.Errorf("after the redelivery's first attempt: FirstAttempt %v, want its start %v", asked[1].FirstAttempt, start)
+	}
+}

@@ -55,8 +55,10 @@ type Dir struct {
 	// readOnly is set by OpenReadOnly: every write is refused.
 	readOnly bool
 	// mu serialises MarkRedelivered, and publishing where the filesystem
-	// has no hard links, within this process.
+	// has no hard links, within this process, and guards sending.
 	mu sync.Mutex
+	// sending holds the IDs of the letters a call of Redeliver is sending.
+	sending map[string]bool
 	// Test seams, nil outside tests: afterTempWrite runs once a temporary
 	// file is written and synced, before it gets its final name; link
 	// replaces os.Link.
@@ -354,7 +356,7 @@ func readLetter(dir, id string) (*grantretry.Letter, error) {
 		return nil, badLetter(id, "%s: %v", path, err)
 	}
 	if err := validateLetter(l); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, badLetter(id, "%s: %v", path, err)
 	}
 	if l.ID != id {
 		return nil, badLetter(id, "%s holds letter %s", path, shownID(l.ID))

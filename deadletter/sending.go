@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -36,9 +40,11 @@ type sendingMark struct {
 // had not:
 //
 //   - Before anything is sent, the letter is marked in flight, durably: a
-//     file <ID>.sending beside it. Until the mark is gone, Get and List
-//     report the letter Ambiguous: a process killed mid-send leaves it so,
-//     and the next Redeliver of it first writes that into the letter.
+//     file <ID>.sending beside it, which holds when the send began. Until
+//     the mark is gone, Get and List report the letter Ambiguous: a
+//     process killed mid-send leaves it so, and the next Redeliver of it
+//     first writes that into the letter (Ambiguous, and, for a letter that
+//     had no FirstAttempt, the mark's time), then removes the mark.
 //   - A redelivery that fails (an error, or an answer of 400 or more) is
 //     written into the letter before the mark is removed: its attempts are
 //     added to the letter's, its last status or error and its verdict
@@ -47,28 +53,53 @@ type sendingMark struct {
 //     that gives no outcome, whenever the error or the status does not
 //     say it was not), and a letter that had no FirstAttempt gets the
 //     redelivery's start. The file is replaced whole, atomically; its
-//     body and key never change. A redelivery that sent nothing (a letter
-//     refused, a reconciler that could not tell) leaves the letter as it
-//     was.
+//     body and key never change. A redelivery that sent nothing leaves
+//     the letter as it was: a letter refused, a reconciler that could not
+//     tell, a context done before the send set out, a client whose error
+//     matches [grantretry.ErrNotSent], or one whose [http.Transport] asked
+//     for a connection and never got one.
 //   - A redelivery answered 1xx-3xx, or that the reconciler says the
 //     funder has (Reconciled), leaves the letter waiting and in flight:
 //     the caller records it with MarkRedelivered, which moves the letter
 //     and removes the mark. Until then it is Ambiguous, which it is: the
 //     funder has it.
 //
-// The letter is refused, with nothing written or sent, as Redeliver
-// refuses it, and if d was opened with OpenReadOnly (fs.ErrPermission).
-// Like MarkRedelivered, it assumes one redelivering process per directory.
+// One letter is never sent by two calls at once: while a call of d is
+// redelivering it, another call of d is refused, sending nothing, with an
+// error matching ErrInFlight; and the mark is created exclusively, so of
+// two processes that mark it at once, one is refused so. But a mark found
+// when a call begins is taken for a killed sender's, so, as for
+// MarkRedelivered, one process redelivers from a directory at a time.
+//
+// As with [http.Client.Do], a non-nil error comes with no response: the
+// body of an answer that could not be written into the letter is closed.
+// Every error starts "grantretry:" and names the letter. The letter is
+// refused, with nothing written or sent, as Redeliver refuses it, and if
+// d was opened with OpenReadOnly (fs.ErrPermission).
 func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
-	if d == nil {
-		return nil, fmt.Errorf("%w: nil *deadletter.Dir", grantretry.ErrInvalidRequest)
-	}
 	if err := validateLetterID(id); err != nil {
 		return nil, err
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: letter %s not sent: nil *deadletter.Dir", grantretry.ErrInvalidRequest, id)
 	}
 	if err := d.writable(); err != nil {
 		return nil, fmt.Errorf("grantretry: letter %s not sent: %w", id, err)
 	}
+	if !d.claim(id) {
+		return nil, fmt.Errorf("%w: letter %s not sent: another call is redelivering it", ErrInFlight, id)
+	}
+	defer d.unclaim(id)
+	resp, err := d.redeliver(ctx, client, id, reconcile)
+	if err != nil && resp != nil {
+		drainClose(resp)
+		resp = nil
+	}
+	return resp, err
+}
+
+// redeliver is Redeliver once the letter is claimed in this process.
+func (d *Dir) redeliver(ctx context.Context, client *http.Client, id string, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
 	l, err := d.settleMark(id)
 	if err != nil {
 		return nil, err
@@ -76,33 +107,91 @@ func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, rec
 	if err := refuse(ctx, client, l, reconcile); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("grantretry: letter %s not sent: %w", id, err)
+	}
 	start := time.Now().UTC()
 	if err := d.markSending(id, start); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: letter %s not sent: another process marked it in flight", ErrInFlight, id)
+		}
 		return nil, fmt.Errorf("grantretry: letter %s not sent: it could not be marked in flight: %w", id, err)
 	}
-	resp, err := Redeliver(ctx, client, l, reconcile)
+	tr := new(sendTrace)
+	resp, err := Redeliver(httptrace.WithClientTrace(ctx, tr.clientTrace()), client, l, reconcile)
 	if err == nil && (resp.StatusCode < 400 || Reconciled(resp)) {
 		return resp, nil // the funder has it: MarkRedelivered ends the mark
 	}
-	if rerr := d.recordFailure(l, start, resp, err); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("grantretry: letter %s: the failed redelivery could not be recorded in it, and it stays marked in flight: %w", id, rerr))
+	if errors.As(err, new(*url.Error)) && !errors.Is(err, ErrNotReconciled) {
+		err = fmt.Errorf("grantretry: letter %s: %w", id, err) // the client's own error, which knows no letter
+	}
+	sent := whatWasSent(resp, err, tr.nothingSent(client))
+	if rerr := d.recordFailure(l, start, resp, err, sent); rerr != nil {
+		what := "the failed redelivery"
+		if err == nil {
+			what = fmt.Sprintf("its redelivery was answered %d, which", resp.StatusCode)
+		}
+		err = errors.Join(err, fmt.Errorf("grantretry: letter %s: %s could not be recorded in it, and it stays marked in flight: %w", id, what, rerr))
 	}
 	return resp, err
 }
 
+// claim takes id for a call of d, false if another call has it.
+func (d *Dir) claim(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sending[id] {
+		return false
+	}
+	if d.sending == nil {
+		d.sending = map[string]bool{}
+	}
+	d.sending[id] = true
+	return true
+}
+
+func (d *Dir) unclaim(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.sending, id)
+}
+
+// drainClose reads a little of a discarded response's body, so that its
+// connection can be reused, and closes it.
+func drainClose(resp *http.Response) {
+	if resp.Body != nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+}
+
 // settleMark reads the letter id and, if an earlier sender left it marked
-// in flight, writes the ambiguity into the letter itself before anything
-// else happens to it, so that no later step (one that sends nothing and
-// removes the mark) can lose it.
+// in flight (one killed mid-send, or one whose letter the funder has and
+// that was not marked redelivered), writes the ambiguity into the letter
+// itself, with the mark's time as its FirstAttempt if it had none, then
+// removes the mark, so that a new one can be taken exclusively and no
+// later step can lose what the old one said.
 func (d *Dir) settleMark(id string) (*grantretry.Letter, error) {
 	l, err := readLetter(d.dir, id)
-	if err != nil || l.Ambiguous || !d.inFlight(id) {
-		return l, err
+	if err != nil {
+		return nil, err
 	}
-	l.Ambiguous = true
-	l.Version = grantretry.LetterVersion
-	if err := d.replaceLetter(l); err != nil {
-		return nil, fmt.Errorf("grantretry: letter %s not sent: it is marked in flight, and could not be marked ambiguous: %w", id, err)
+	since, marked := d.readMark(id)
+	if !marked {
+		return l, nil
+	}
+	if !l.Ambiguous || (l.FirstAttempt.IsZero() && !since.IsZero()) {
+		l.Ambiguous = true
+		if l.FirstAttempt.IsZero() {
+			l.FirstAttempt = since
+		}
+		l.Version = grantretry.LetterVersion
+		if err := d.replaceLetter(l); err != nil {
+			return nil, fmt.Errorf("grantretry: letter %s not sent: it is marked in flight, and could not be marked ambiguous: %w", id, err)
+		}
+	}
+	if err := d.unmarkSending(id); err != nil {
+		return nil, fmt.Errorf("grantretry: letter %s not sent: its earlier in-flight mark could not be removed: %w", id, err)
 	}
 	return l, nil
 }
@@ -128,13 +217,12 @@ func ambiguousError(l *grantretry.Letter) error {
 }
 
 // recordFailure writes into l's file what the failed redelivery that began
-// at start did, resp and err being what Redeliver returned, then removes
-// the letter's mark.
-func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Response, err error) error {
-	sent, mayHave, out, known := whatWasSent(resp, err)
-	if sent {
-		l.Attempts += max(out.Attempts, 1)
-		l.Ambiguous = l.Ambiguous || mayHave
+// at start did, resp and err being what Redeliver returned and sent what
+// whatWasSent read of them, then removes the letter's mark.
+func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Response, err error, sent sendResult) error {
+	if sent.sent {
+		l.Attempts += max(sent.out.Attempts, 1)
+		l.Ambiguous = l.Ambiguous || sent.mayHave
 		if l.FirstAttempt.IsZero() {
 			l.FirstAttempt = start
 		}
@@ -146,8 +234,8 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 		case err != nil:
 			l.LastError = capError(err.Error())
 		}
-		if known && out.Reason != "" {
-			l.Reason = out.Reason
+		if sent.known && sent.out.Reason != "" {
+			l.Reason = sent.out.Reason
 		}
 		l.Version = grantretry.LetterVersion
 		if werr := d.replaceLetter(l); werr != nil {
@@ -157,28 +245,71 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 	return d.unmarkSending(l.ID)
 }
 
-// whatWasSent reads what a failed redelivery did: whether any request may
-// have left, and whether any may have been applied. out is the redelivering
-// Transport's outcome, when known says there was one.
-func whatWasSent(resp *http.Response, err error) (sent, mayHave bool, out grantretry.Outcome, known bool) {
+// sendResult is what a failed redelivery did: whether any request may
+// have left (sent), and whether any may have been applied (mayHave). out
+// is the redelivering Transport's outcome, when known says there was one.
+type sendResult struct {
+	sent, mayHave bool
+	out           grantretry.Outcome
+	known         bool
+}
+
+// whatWasSent reads what a failed redelivery did from what Redeliver
+// returned; nothingSent says the client's trace shows no request left.
+func whatWasSent(resp *http.Response, err error, nothingSent bool) sendResult {
 	if resp != nil {
-		out, known = grantretry.OutcomeOf(resp)
+		out, known := grantretry.OutcomeOf(resp)
 		if known {
-			return out.Attempts > 0, out.Ambiguous, out, true
+			return sendResult{sent: out.Attempts > 0, mayHave: out.Ambiguous, out: out, known: true}
 		}
-		return true, ambiguousStatus(resp.StatusCode), out, false
+		return sendResult{sent: true, mayHave: ambiguousStatus(resp.StatusCode)}
 	}
 	if errors.Is(err, ErrBadLetter) || errors.Is(err, ErrNotReconciled) || errors.Is(err, ErrAmbiguous) {
-		return false, false, out, false
+		return sendResult{}
 	}
 	var ge *grantretry.Error
 	if errors.As(err, &ge) {
-		return ge.Attempts > 0, ge.Attempts > 0 && ge.Ambiguous, ge.Outcome, true
+		return sendResult{sent: ge.Attempts > 0, mayHave: ge.Attempts > 0 && ge.Ambiguous, out: ge.Outcome, known: true}
 	}
-	if errors.Is(err, grantretry.ErrInvalidRequest) {
-		return false, false, out, false
+	if errors.Is(err, grantretry.ErrInvalidRequest) || errors.Is(err, grantretry.ErrNotSent) || nothingSent {
+		return sendResult{}
 	}
-	return true, true, out, false // a client that says nothing: it may have been applied
+	return sendResult{sent: true, mayHave: true} // a client that says nothing: it may have been applied
+}
+
+// sendTrace watches a redelivery through httptrace, for a client that
+// gives no outcome: whether its transport asked for a connection, and
+// whether it ever got one. Anything the redelivery's context carries to
+// a connection counts, a reconciler's own requests too: that can only
+// make a send look possible, never hide one.
+type sendTrace struct {
+	getConn, gotConn atomic.Bool
+}
+
+func (t *sendTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GetConn: func(string) { t.getConn.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
+	}
+}
+
+// nothingSent reports whether the trace shows that no request left: none
+// ever had a connection, and either one was asked for or client sends
+// straight through an [http.Transport], which asks for one before it
+// writes anything. Behind any other RoundTripper a request may leave by a
+// way the trace does not see, so it tells nothing there.
+func (t *sendTrace) nothingSent(client *http.Client) bool {
+	if t.gotConn.Load() {
+		return false
+	}
+	if t.getConn.Load() {
+		return true
+	}
+	switch client.Transport.(type) {
+	case nil, *http.Transport:
+		return true
+	}
+	return false
 }
 
 // ambiguousStatus is the Transport's rule for an answer from a client that
@@ -196,13 +327,28 @@ func capError(s string) string {
 
 func (d *Dir) sendingPath(id string) string { return filepath.Join(d.dir, id+sendingExt) }
 
-// markSending writes id's mark, durably, before its letter is sent.
+// markSending writes id's mark, durably, before its letter is sent. It
+// never replaces a mark: if id has one, the error matches fs.ErrExist.
 func (d *Dir) markSending(id string, since time.Time) error {
 	data, err := json.Marshal(sendingMark{Since: since})
 	if err != nil {
 		return err
 	}
-	return d.writeFile(d.dir, id+sendingExt, append(data, '\n'), os.Rename)
+	return d.writeFile(d.dir, id+sendingExt, append(data, '\n'), d.publishNew)
+}
+
+// readMark reports whether id is marked in flight and, if the mark can be
+// read, since when.
+func (d *Dir) readMark(id string) (since time.Time, marked bool) {
+	data, err := readFileLimited(d.sendingPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, false
+	}
+	var m sendingMark
+	if err == nil && json.Unmarshal(data, &m) == nil {
+		since = m.Since.UTC()
+	}
+	return since, true
 }
 
 // unmarkSending removes id's mark, durably; a mark already gone is no
@@ -241,3 +387,8 @@ func (d *Dir) replaceLetter(l *grantretry.Letter) error {
 	}
 	return d.writeFile(d.dir, l.ID+letterExt, append(data, '\n'), os.Rename)
 }
+
+// ErrInFlight matches the error of a Dir.Redeliver refused because the
+// letter's redelivery is already in flight, from another call of the same
+// Dir or another process: nothing was sent.
+var ErrInFlight = errors.New("grantretry: the letter's redelivery is already in flight")

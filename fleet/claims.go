@@ -93,14 +93,14 @@ func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, er
 // claimSQL is the statement that leases the letters which, with a
 // claimable state and lease, meet where ($1 the worker, $2 the lease).
 // A letter whose sending_since is still set was being sent when its
-// claim ended: it is marked ambiguous in the same statement, so that no
-// later reader of the letter can miss it.
+// claim ended: it is marked ambiguous (see sentLetterSQL) in the same
+// statement, so that no later reader of the letter can miss it.
 func claimSQL(where string) string {
 	return `
 		UPDATE grantretry_letters l SET claimed_by = $1,
 			lease_until = clock_timestamp() + $2::interval, claims = l.claims + 1,
 			letter = CASE WHEN l.sending_since IS NULL THEN l.letter
-				ELSE jsonb_set(l.letter, '{ambiguous}', 'true') END,
+				ELSE ` + sentLetterSQL("l") + ` END,
 			sending_since = NULL
 		FROM (
 			SELECT id, sending_since IS NOT NULL AS in_flight FROM grantretry_letters
@@ -108,6 +108,18 @@ func claimSQL(where string) string {
 			FOR UPDATE SKIP LOCKED) c
 		WHERE l.id = c.id
 		RETURNING l.letter, l.lease_until, l.claims, c.in_flight`
+}
+
+// sentLetterSQL is the letter of row (a table name or alias) as a send of
+// it that may have reached the funder leaves it: ambiguous and, if it had
+// no first attempt, dated by the send's start (sending_since), as
+// Dir.Redeliver dates a letter, so that a reconciler asked about it later
+// can tell this submission's record from an earlier one under the same
+// title.
+func sentLetterSQL(row string) string {
+	return `jsonb_set(CASE WHEN coalesce(` + row + `.letter->>'first_attempt', '') IN ('', '0001-01-01T00:00:00Z')
+				THEN jsonb_set(` + row + `.letter, '{first_attempt}', to_jsonb(` + row + `.sending_since))
+				ELSE ` + row + `.letter END, '{ambiguous}', 'true')`
 }
 
 func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
@@ -171,17 +183,19 @@ func (s *Letters) Release(ctx context.Context, c *Claim) error {
 }
 
 // release gives c's letter back; mayHave says a send of it under c may
-// have reached the funder, which marks the letter ambiguous.
+// have reached the funder, which marks the letter ambiguous and, if it
+// had none, gives it the send's start as its first attempt.
 func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
 	var ambiguous bool
+	var first []byte
 	err := s.pool.QueryRow(ctx, `
 		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL,
 			letter = CASE WHEN $4 AND sending_since IS NOT NULL
-				THEN jsonb_set(letter, '{ambiguous}', 'true') ELSE letter END,
+				THEN `+sentLetterSQL("grantretry_letters")+` ELSE letter END,
 			sending_since = NULL
 		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
-		RETURNING coalesce((letter->>'ambiguous')::boolean, false)`,
-		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous)
+		RETURNING coalesce((letter->>'ambiguous')::boolean, false), letter->'first_attempt'`,
+		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous, &first)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errLost(c.Letter.ID)
 	}
@@ -189,6 +203,9 @@ func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
 	c.Letter.Ambiguous = ambiguous
+	if len(first) > 0 {
+		json.Unmarshal(first, &c.Letter.FirstAttempt) // written by PutDeadLetter or sentLetterSQL: valid
+	}
 	return nil
 }
 
@@ -243,7 +260,10 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // Transport's deadline (grantretry.DefaultDeadline, 45 s, within the
 // default lease of a minute) plus a margin. A send that was cut, or whose
 // worker died, may have reached the funder: the letter is then marked
-// ambiguous, and the next claim of it says so (Claim.InFlight), so that
+// ambiguous, with that send's start as its FirstAttempt if it had none
+// (as deadletter.Dir.Redeliver dates it, so that every later question
+// about it carries the date), and the next claim of it says so
+// (Claim.InFlight), so that
 // it is sent again only after reconcile says the funder does not have it,
 // or when reconcile is deadletter.TrustKey, the caller's word that the
 // funder honours the key. With a nil reconcile an ambiguous letter is not

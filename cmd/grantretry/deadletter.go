@@ -10,13 +10,10 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -374,9 +371,9 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return r.run(context.Background(), nil, letters, failed)
 	}
 	// A signal stops the run after the letter in flight, recorded on the
-	// trail and in the directory; a second one kills the process, which
-	// leaves that letter marked in flight (ambiguous).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// trail and in the directory; a second one ends the process at once,
+	// which leaves that letter marked in flight (ambiguous).
+	ctx, stop := operator.SignalContext(context.Background())
 	defer stop()
 	if f.trail == "" {
 		f.trail = filepath.Join(d.Path(), deadletter.RedeliveredDir, defaultRedeliveryTrail)
@@ -543,12 +540,7 @@ func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry
 		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {
 			where += ", now ambiguous: the funder may have it"
 		}
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			// The client's own error, which knows no letter.
-			return fmt.Errorf("%s: %w; %s", operator.LetterName(l), err, where)
-		}
-		return fmt.Errorf("%w; %s", err, where)
+		return fmt.Errorf("%w; %s", err, where) // it names the letter
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

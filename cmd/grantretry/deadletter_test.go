@@ -694,7 +694,7 @@ func TestDeadLetterRedeliverTransportErrorNamesTheLetter(t *testing.T) {
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d\n%s%s", code, exitFailure, stdout.String(), stderr.String())
 	}
-	wantAll(t, "stderr", "\n"+stderr.String(), "\ngrantretry: deadletter: letter L-a (submission GRANT-L-a): Post \""+refused+"\": ", "; it stays in "+dir+"\n")
+	wantAll(t, "stderr", "\n"+stderr.String(), "\ngrantretry: deadletter: letter L-a: Post \""+refused+"\": ", "; it stays in "+dir+"\n")
 	if strings.Count(stderr.String(), "grantretry: ") != 2 { // the letter's line and the count's
 		t.Errorf("the prefix twice on a line:\n%s", stderr.String())
 	}

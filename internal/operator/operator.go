@@ -1,8 +1,9 @@
 // Package operator holds what an operator gives a redelivery on the command
 // line, shared by cmd/grantretry and the fleet's grantretry-fleet: the
 // -header and -header-env flags, the RoundTripper that adds their headers,
-// the dry run's plan, which names those headers without showing them, and
-// the words both commands say a redelivery's result in.
+// the dry run's plan, which names those headers without showing them, the
+// words both commands say a redelivery's result in, and how a run stops on
+// a signal.
 package operator
 
 import (

@@ -9,9 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -298,8 +296,9 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	defer closeClient()
 	// A signal stops the run after the letter in flight, recorded on the
 	// trail and released (ambiguous if it may have reached the funder); a
-	// second one kills the process, and its claim's lease then marks it so.
-	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// second one ends the process at once, and its claim's lease then marks
+	// it so.
+	sctx, stop := operator.SignalContext(ctx)
 	defer stop()
 	return r.run(sctx, ids)
 }
