@@ -52,14 +52,18 @@ func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte) (Classifica
 		return Classification{}, false
 	}
 	kind := "terminal:"
-	if v.Retryable {
+	switch {
+	case v.Owed:
+		kind, v.Retryable = "owed:", false
+	case v.Retryable:
 		kind = "transient:"
 	}
 	reason := kind + strconv.Itoa(resp.StatusCode)
 	if v.Reason != "" {
 		reason += ";" + v.Reason
 	}
-	return Classification{Retryable: v.Retryable, Reason: capText(reason)}, true
+	v.Reason = capText(reason)
+	return v, true
 }
 
 // peekedBody is a response body whose start was read for the classifier:
