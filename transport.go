@@ -866,10 +866,10 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		}
 		a.resp, a.err = nil, fmt.Errorf("%w (%v)", errResendStopped, a.err)
 	}
-	if a.resp != nil && a.resp.StatusCode >= 400 && c.pol.classifier != nil {
+	if a.resp != nil && a.resp.StatusCode >= 400 {
 		// Before the hold: reading the body is still the attempt's, and
 		// its timers bound it.
-		a.class, a.classified = classifyBody(c.pol.classifier, a.resp)
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp)
 	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
