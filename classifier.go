@@ -18,7 +18,8 @@ import (
 // byte, when the response is returned. The breaker, the throttle, the
 // audit lines and the outcome follow fn's verdict, and its reason is
 // reported after the status's ("terminal:500;soap:Client").
-// ClassifySOAPFault is one such function. fn must not be nil.
+// ClassifySOAPFault is one such function; ClassifyFirst and ClassifyRules
+// put a funder's own texts in front of it. fn must not be nil.
 func WithClassifier(fn ClassifyFunc) Option {
 	return policyOption(func(c *config) {
 		if fn == nil {

@@ -59,8 +59,8 @@ type Classification struct {
 	NotBefore time.Time
 	// Applied says this answer, to a resend, tells that an earlier attempt
 	// of the call was applied (a duplicate the funder recognised). A
-	// classifier may set it; the Transport reports it as given and decides
-	// by Retryable and Owed alone, as for any other verdict.
+	// classifier may set it; the Transport neither records it nor acts on
+	// it: it decides by Retryable and Owed alone, as for any other verdict.
 	Applied bool
 }
 

@@ -231,8 +231,15 @@ type call struct {
 //     transient (429, 5xx in the transient set, timeouts, resets, refused
 //     connections, EOF mid-response) and terminal (400, 401, 403, 404, 422,
 //     any unknown status, the caller's cancellation, certificate failures,
-//     invalid requests). Only transient faults are retried. 1xx-3xx
+//     invalid requests), unless WithClassifier's function or ClassifyLimits
+//     gives a 4xx or 5xx a verdict of its own. Only transient faults are
+//     retried. 1xx-3xx
 //     responses are not failures and pass through untouched.
+//   - Owed. A verdict that the funder will take the request later
+//     ([Classification.Owed]: ClassifyLimits' quotas, a classifier's, or a
+//     Retry-After that ends at or after the deadline) is not retried: the
+//     call ends DeadLetter ([StopOwedLater]) at once, charged to no breaker
+//     or throttle, and [Outcome.NotBefore] says when, if the funder said.
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
