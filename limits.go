@@ -34,11 +34,11 @@ import (
 // deadline makes the call owed until then (see Classification.Owed).
 //
 // ok is false, leaving the verdict to the status sets, for any other
-// response, and for any status below 400. It reads body only for a 403
+// response, and for any status outside 400 to 599. It reads body only for a 403
 // (of body, at most MaxClassifyPeek bytes), never resp.Body; it is a pure
 // function, safe for concurrent use.
 func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
-	if resp == nil || resp.StatusCode < 400 {
+	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return Classification{}, false
 	}
 	if len(body) > MaxClassifyPeek {

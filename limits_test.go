@@ -221,6 +221,18 @@ func TestQuotaAnswerWithRetryAfterIsOwedUntilThen(t *testing.T) {
 	}
 }
 
+func TestClassifyLimitsReadsOnly4xxAnd5xx(t *testing.T) {
+	h := http.Header{"X-Amzn-Errortype": {"LimitExceededException"}, "Retry-After": {"60"}}
+	for _, status := range []int{200, 304, 399, 600, 999} {
+		if c, ok := ClassifyLimits(&http.Response{StatusCode: status, Header: h}, []byte("REQUEST_LIMIT_EXCEEDED")); ok {
+			t.Errorf("status %d: %+v, want no verdict", status, c)
+		}
+	}
+	if _, ok := ClassifyLimits(nil, nil); ok {
+		t.Error("a nil response got a verdict")
+	}
+}
+
 func TestParseTimeSpan(t *testing.T) {
 	cases := []struct {
 		in   string
