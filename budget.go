@@ -12,7 +12,8 @@ const (
 	StopTerminal        = "terminal"                    // the last verdict was terminal
 	StopRetriesSpent    = "retries_exhausted"           // maxRetries retries were spent
 	StopDeadline        = "deadline"                    // the next wait would end at or after the deadline
-	StopRetryAfter      = "retry_after_beyond_deadline" // the funder asked for a wait past the deadline
+	StopRetryAfter      = "retry_after_beyond_deadline" // the funder asked for a wait past the deadline; no call stops so now (StopOwedLater), it stays for letters written with it
+	StopOwedLater       = "owed_later"                  // the funder will take the request later: an Owed verdict, or a Retry-After past the deadline (Outcome.NotBefore says when, if known)
 	StopNotReplayable   = "body_not_replayable"         // the body could not be sent twice
 	StopNotIdempotent   = "not_idempotent"              // a non-idempotent method without an Idempotency-Key
 	StopCircuitOpen     = "circuit_open"                // the host's breaker refused the attempt
@@ -56,7 +57,7 @@ func (b *callBudget) check(now time.Time, wait time.Duration, fromRetryAfter boo
 	}
 	if wait >= b.deadline.Sub(now) { // Sub saturates where Add would overflow
 		if fromRetryAfter {
-			return false, StopRetryAfter
+			return false, StopOwedLater
 		}
 		return false, StopDeadline
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Classification is the verdict on one attempt: whether a retry could help,
@@ -23,6 +24,8 @@ import (
 //	terminal:<code>      a status in the terminal set (default 400, 401, 403, 404, 422)
 //	unclassified:<code>  any other status; terminal, because an unknown code is
 //	                     more likely a contract change than a blip
+//	owed:<code>          a ClassifyFunc's Owed verdict: not refused, to be
+//	                     sent again later (see Owed)
 //	transport:<kind>     the transport failed before a response was obtained
 //
 // The transport kinds are timeout, reset, refused, eof, dns,
@@ -34,12 +37,31 @@ import (
 // malformed_url, invalid_request, no_response (terminal; the last is an
 // inner transport that returned neither a response nor an error).
 //
-// A ClassifyFunc's verdict on a status (WithClassifier) is reported as
-// transient:<code> or terminal:<code>, followed by ";" and its own reason
-// when it gives one: "terminal:500;soap:Client".
+// A ClassifyFunc's verdict on a status (WithClassifier, [ClassifyLimits])
+// is reported as transient:<code>, terminal:<code> or owed:<code>, followed
+// by ";" and its own reason when it gives one: "terminal:500;soap:Client",
+// "owed:403;azure:quota".
 type Classification struct {
 	Retryable bool
 	Reason    string
+	// Owed says the funder did not refuse the request: it will take the
+	// same request later (a quota, a maintenance window). An Owed verdict
+	// is never retried within the call, whatever Retryable says: the call
+	// ends [DeadLetter] with [StopOwedLater], charged to no breaker or
+	// retry throttle, and the Transport reports the verdict with Retryable
+	// false. A transient verdict whose Retry-After ends at or after the
+	// call's deadline is made Owed the same way.
+	Owed bool
+	// NotBefore is when the funder said it will take the request, if it
+	// said: the Transport copies it to [Outcome.NotBefore]. Zero when it
+	// did not say; for an Owed verdict whose response carries a
+	// Retry-After, the Transport then reads that, on its [Clock].
+	NotBefore time.Time
+	// Applied says this answer, to a resend, tells that an earlier attempt
+	// of the call was applied (a duplicate the funder recognised). A
+	// classifier may set it; the Transport neither records it nor acts on
+	// it: it decides by Retryable and Owed alone, as for any other verdict.
+	Applied bool
 }
 
 // notSentClass is the verdict on an attempt that sent nothing.

@@ -163,8 +163,8 @@ func (c *call) letter(lastErr error) *Letter {
 		Attempts:       c.out.Attempts,
 		Ambiguous:      c.out.Ambiguous,
 		LastStatus:     c.out.Status,
-		FirstAttempt:   c.firstSent,
-		LastAttempt:    c.lastSent,
+		FirstAttempt:   c.firstSentAt(),
+		LastAttempt:    c.lastSentAt(),
 		Created:        created,
 	}
 	l.URL, l.RedactedQuery = rd.url(c.req.URL)

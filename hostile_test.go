@@ -202,8 +202,8 @@ func TestHostileRetryAfterValues(t *testing.T) {
 		attempts int
 		stop     string
 	}{
-		{"ten_years", []string{"315360000"}, 1, StopRetryAfter},
-		{"repeated", []string{"1", "315360000"}, 1, StopRetryAfter},
+		{"ten_years", []string{"315360000"}, 1, StopOwedLater},
+		{"repeated", []string{"1", "315360000"}, 1, StopOwedLater},
 		{"negative", []string{"-30"}, 3, StopRetriesSpent},
 		{"garbage", []string{"garbage"}, 3, StopRetriesSpent},
 		{"past_date", []string{"Mon, 01 Jan 2001 00:00:00 GMT"}, 3, StopRetriesSpent},
@@ -232,7 +232,7 @@ func TestHostileRetryAfterValues(t *testing.T) {
 				}
 				return took
 			}
-			if c.stop != StopRetryAfter {
+			if c.stop != StopOwedLater {
 				call(WithClock(newFakeClock()), WithBudget(2, time.Minute))
 				return
 			}

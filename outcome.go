@@ -69,6 +69,12 @@ type Outcome struct {
 	// were made; it is the record of them that is missing. It matches
 	// ErrAuditTrail when the trail failed.
 	RecordErr error
+	// NotBefore is when the funder said it will take the request again,
+	// for a call that ended with StopOwedLater: the verdict's
+	// [Classification.NotBefore], or the end of the wait its Retry-After
+	// asked for, on the Transport's [Clock]. Zero when the funder did not
+	// say, and for every other stop reason.
+	NotBefore time.Time
 }
 
 // Sentinel errors, for errors.Is.

@@ -70,6 +70,9 @@ const maxSOAPFaultText = 1024
 //	                    any other                                  terminal
 //	WCF dispatcher      InternalServiceFault                       transient
 //	                    DeserializationFailed, any other           terminal
+//	Salesforce faults   REQUEST_LIMIT_EXCEEDED                     transient
+//	                    (owed when its text names TotalRequests)
+//	                    any other                                  terminal
 //	anything else                                                  terminal
 //
 // An unprefixed code with no default namespace in scope is how PHP's
@@ -89,14 +92,20 @@ const maxSOAPFaultText = 1024
 // holds the codes WCF writes in SOAP 1.1 where SOAP 1.2 would have a
 // subcode: InternalServiceFault, an exception inside the service, sits
 // under Receiver, and DeserializationFailed, a request it could not read,
-// under Sender, so each gets that code's verdict.
+// under Sender, so each gets that code's verdict. Salesforce's SOAP API
+// puts its own codes in urn:fault.partner.soap.sforce.com (or the
+// enterprise WSDL's urn:fault.enterprise.soap.sforce.com): its
+// REQUEST_LIMIT_EXCEEDED is a concurrent request limit, which clears in
+// seconds, unless the fault's text is the org's rolling 24-hour limit
+// ("TotalRequests Limit exceeded"), which is Owed ("salesforce:TotalRequests").
 //
 // Some stacks label a client's error Server or Receiver, so a Server or
 // Receiver code (in the SOAP namespaces or none) is not the verdict until
 // the Fault's end tag: a NetSuite fault element in the detail
 // (urn:faults_*.platform.webservices.netsuite.com) gives its own, and
 // otherwise the first faultRules text in the fault's text (SOAP 1.1's
-// faultstring, SOAP 1.2's first Reason Text, its first 1,024 bytes) makes
+// faultstring, SOAP 1.2's first Reason Text, its first 1,024 bytes; for
+// xsd:validation also the first 1,024 bytes of the detail's text) makes
 // it terminal:
 //
 //	netsuite:exceededConcurrentRequestLimitFault, exceededRequestLimitFault,
@@ -108,6 +117,7 @@ const maxSOAPFaultText = 1024
 //	axis:no_such_operation       "No such operation"               terminal
 //	cxf:action_mismatch          "does not match an operation"     terminal
 //	metro:action_not_supported   "ActionNotSupportedException"     terminal
+//	xsd:validation               "cvc-", in the text or the detail terminal
 //
 // The reason is then the rule's name ("netsuite:invalidCredentialsFault",
 // "axis:no_such_operation"), never the text. A document malformed after
@@ -126,7 +136,8 @@ const maxSOAPFaultText = 1024
 // ("soap:Client", "soap:Receiver"), whatever prefix the document used;
 // "wsa:" and the WS-Addressing name ("wsa:ActionNotSupported", or
 // "wsa:unknown" for a name WS-Addressing does not define); "wcf:" and the
-// WCF name ("wcf:InternalServiceFault"); or
+// WCF name ("wcf:InternalServiceFault"); "salesforce:REQUEST_LIMIT_EXCEEDED"
+// or "salesforce:TotalRequests"; or
 // "soap:unknown" for a code in no known set; or a rule's name, above. No
 // other text from the body reaches it. The Transport puts the status's reason in front, as in
 // "terminal:500;soap:Client".
@@ -139,7 +150,8 @@ const maxSOAPFaultText = 1024
 // or the reserved xml or xmlns prefix, with an element inside it, or whose
 // text, whitespace included, is longer than 256 bytes; and a document
 // that, before the code's end tag, is malformed, is cut off, or nests
-// elements more than 32 deep; and a Server or Receiver fault cut off
+// elements more than 32 deep; and a Server, Receiver or Salesforce
+// REQUEST_LIMIT_EXCEEDED fault cut off
 // before the Fault's end tag. So a fault whose code ends beyond the
 // MaxClassifyPeek bytes a Transport shows is not ok, and neither is a
 // Server fault whose end tag does: the status decides. Parsing stops as
@@ -207,6 +219,8 @@ type soapScan struct {
 	texted  bool   // the fault's text element was read once already
 	detail  string // the verdict's reason a NetSuite detail named
 	dverd   Classification
+	dtext   [maxSOAPFaultText]byte
+	dn      int // bytes of the detail's text held
 }
 
 // nsBinding is one namespace declaration: xmlns:prefix="uri", or
@@ -229,6 +243,8 @@ func (s *soapScan) step(tok xml.Token) (c Classification, ok, done bool) {
 			s.n += copy(s.code[s.n:], t)
 		case s.textAt != 0 && s.depth == s.textAt:
 			s.tn += copy(s.text[s.tn:], t) // the rest is not looked at
+		case s.coded && s.depth >= 4 && (s.child == "detail" || s.child == "Detail"):
+			s.dn += copy(s.dtext[s.dn:], t) // the detail's text, its first bytes
 		case s.depth == 0 && len(bytes.TrimLeft(t, " \t\r\n")) > 0:
 			return Classification{}, false, true // text outside the root: not XML
 		}
@@ -369,12 +385,18 @@ func (s *soapScan) inFault(name xml.Name) {
 // code: a NetSuite detail's, else the first faultRule the fault's text
 // meets, else the code's own.
 func (s *soapScan) final() Classification {
+	text := s.text[:s.tn]
+	if s.pending == salesforceLimit {
+		if bytes.Contains(text, []byte(salesforceDailyText)) {
+			return Classification{Owed: true, Reason: "salesforce:TotalRequests"}
+		}
+		return s.pending
+	}
 	if s.detail != "" {
 		return s.dverd
 	}
-	text := s.text[:s.tn]
 	for _, r := range faultRules {
-		if bytes.Contains(text, []byte(r.text)) {
+		if bytes.Contains(text, []byte(r.text)) || (r.detail && bytes.Contains(s.dtext[:s.dn], []byte(r.text))) {
 			return Classification{Retryable: false, Reason: r.name}
 		}
 	}
@@ -384,7 +406,7 @@ func (s *soapScan) final() Classification {
 // awaitsText reports whether c is a code's verdict that a fault's text or
 // detail can still change: Server's and Receiver's.
 func awaitsText(c Classification) bool {
-	return c.Reason == "soap:Server" || c.Reason == "soap:Receiver"
+	return c.Reason == "soap:Server" || c.Reason == "soap:Receiver" || c == salesforceLimit
 }
 
 // faultRule is a text some SOAP stack writes in the fault it labels Server
@@ -392,6 +414,7 @@ func awaitsText(c Classification) bool {
 type faultRule struct {
 	name   string // the reason reported
 	text   string // looked for in the fault's text, case and all
+	detail bool   // looked for in the detail's text too
 	source string // where the text comes from
 }
 
@@ -399,9 +422,10 @@ type faultRule struct {
 // Each is a stack's fixed message for a request it cannot dispatch, which
 // that stack labels Server (Axis 1, Apache CXF) or Receiver (Metro).
 var faultRules = []faultRule{
-	{"axis:no_such_operation", "No such operation", "Apache Axis 1's noSuchOperation00 message (\"No such operation '{0}'\"), as in savonrb/savon spec/fixtures/response/html_soap_fault.xml"},
-	{"cxf:action_mismatch", "does not match an operation", "Apache CXF's SoapActionInInterceptor (\"The given SOAPAction ... does not match an operation.\"), as OpenLiberty/open-liberty#28121 and zapadi/vies-dotnet#12 quote it"},
-	{"metro:action_not_supported", "ActionNotSupportedException", "Metro's com.sun.xml.ws.addressing.model.ActionNotSupportedException, as in javaee/metro-jax-ws#93"},
+	{"axis:no_such_operation", "No such operation", false, "Apache Axis 1's noSuchOperation00 message (\"No such operation '{0}'\"), as in savonrb/savon spec/fixtures/response/html_soap_fault.xml"},
+	{"cxf:action_mismatch", "does not match an operation", false, "Apache CXF's SoapActionInInterceptor (\"The given SOAPAction ... does not match an operation.\"), as OpenLiberty/open-liberty#28121 and zapadi/vies-dotnet#12 quote it"},
+	{"metro:action_not_supported", "ActionNotSupportedException", false, "Metro's com.sun.xml.ws.addressing.model.ActionNotSupportedException, as in javaee/metro-jax-ws#93"},
+	{"xsd:validation", "cvc-", true, "the XML Schema validator's error codes (cvc-type.3.1.3, cvc-complex-type.2.4.a, ...: XML Schema Part 1, Appendix C, Validation Rules), which Xerces, and so Metro's and CXF's schema validation, put at the head of their messages; a request the schema refuses is refused again"},
 }
 
 // netSuiteFaults are the fault elements NetSuite SuiteTalk puts in a
@@ -449,6 +473,23 @@ const (
 // the Sender's.
 const wcfDispatcher = "http://schemas.microsoft.com/net/2005/12/windowscommunicationfoundation/dispatcher"
 
+// The namespaces of Salesforce's SOAP API faults (partner and enterprise
+// WSDLs), whose codes are the API's own (sf:INVALID_LOGIN).
+const (
+	sfPartnerFaults    = "urn:fault.partner.soap.sforce.com"
+	sfEnterpriseFaults = "urn:fault.enterprise.soap.sforce.com"
+)
+
+// salesforceLimit is the verdict on Salesforce's sf:REQUEST_LIMIT_EXCEEDED,
+// which it sends for its concurrent request limits, that clear in seconds,
+// and for the org's rolling 24-hour limit, whose fault text names it
+// (salesforceDailyText): that one is owed, read at the Fault's end tag.
+var salesforceLimit = Classification{Retryable: true, Reason: "salesforce:REQUEST_LIMIT_EXCEEDED"}
+
+// salesforceDailyText names the rolling 24-hour limit in Salesforce's
+// fault text: "REQUEST_LIMIT_EXCEEDED: TotalRequests Limit exceeded.".
+const salesforceDailyText = "TotalRequests Limit exceeded"
+
 // unknownCode is the verdict on a well-formed code in no known set.
 var unknownCode = Classification{Retryable: false, Reason: "soap:unknown"}
 
@@ -478,6 +519,11 @@ func (s *soapScan) verdict() (Classification, bool) {
 		return wsaVerdict(local), true
 	case wcfDispatcher:
 		return wcfVerdict(local), true
+	case sfPartnerFaults, sfEnterpriseFaults:
+		if local == "REQUEST_LIMIT_EXCEEDED" {
+			return salesforceLimit, true
+		}
+		return unknownCode, true
 	case "":
 		local, _, _ = strings.Cut(local, ".")
 		return bareVerdict(local), true

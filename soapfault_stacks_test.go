@@ -49,6 +49,19 @@ var stackSamples = []stackSample{
 	{"corewcf-internal-service-fault", true, "wcf:InternalServiceFault", "WCF's receiver fault"},
 	{"metro-mustunderstand-12", false, "soap:MustUnderstand", "Reason before Code"},
 	{"metro-receiver-action-not-supported", false, "metro:action_not_supported", "Metro labels a wrong action Receiver: a client error only the text tells"},
+	{"metro-server-schema-validation", false, "xsd:validation", "Metro labels a request its schema refuses Server; the validator's cvc- code is in the detail"},
+	{"salesforce-request-limit-concurrent", true, "salesforce:REQUEST_LIMIT_EXCEEDED", "Salesforce's concurrent request limit: clears in seconds"},
+	{"salesforce-request-limit-total", false, "salesforce:TotalRequests", "Salesforce's rolling 24-hour limit, the same code: owed (TestSalesforceDailyLimitFaultIsOwed)"},
+}
+
+func TestSalesforceDailyLimitFaultIsOwed(t *testing.T) {
+	for name, owed := range map[string]bool{"salesforce-request-limit-total": true, "salesforce-request-limit-concurrent": false} {
+		h, body := readSample(t, name)
+		got, ok := ClassifySOAPFault(&http.Response{StatusCode: 500, Header: h}, body)
+		if !ok || got.Owed != owed || (owed && got.Retryable) {
+			t.Errorf("%s: %+v, %v; want owed %v", name, got, ok, owed)
+		}
+	}
 }
 
 // TestClassifySOAPFaultRealStacks: every real answer kept in
@@ -70,6 +83,9 @@ func TestClassifySOAPFaultRealStacks(t *testing.T) {
 	}
 }
 
+// owedSOAPReasons are the reasons of ClassifySOAPFault's Owed verdicts.
+var owedSOAPReasons = map[string]bool{"salesforce:TotalRequests": true}
+
 // checkWith is check with resp given to the classifier, which must read
 // neither resp.Body nor change body.
 func (c soapCase) checkWith(t *testing.T, resp *http.Response) {
@@ -78,7 +94,7 @@ func (c soapCase) checkWith(t *testing.T, resp *http.Response) {
 	body := []byte(c.body)
 	orig := bytes.Clone(body)
 	got, ok := ClassifySOAPFault(resp, body)
-	want := Classification{Retryable: c.retryable, Reason: c.reason}
+	want := Classification{Retryable: c.retryable, Reason: c.reason, Owed: owedSOAPReasons[c.reason]}
 	if ok != (c.reason != "") || got != want {
 		t.Errorf("%s: ClassifySOAPFault = %+v, %v; want %+v, %v", c.name, got, ok, want, c.reason != "")
 	}

@@ -426,6 +426,7 @@ func FuzzClassifySOAPFault(f *testing.F) {
 		"soap:Sender": false, "soap:Receiver": true, "soap:DataEncodingUnknown": false, "soap:unknown": false,
 		"wsa:EndpointUnavailable": true, "wsa:unknown": false,
 		"wcf:InternalServiceFault": true, "wcf:DeserializationFailed": false,
+		"salesforce:REQUEST_LIMIT_EXCEEDED": true, "salesforce:TotalRequests": false,
 	}
 	for _, r := range faultRules {
 		verdicts[r.name] = false

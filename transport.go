@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,12 +186,14 @@ type call struct {
 	lastErr   error              // the last attempt's transport error, nil if it got a response
 	askCancel context.CancelFunc // ends the context of a question asked before giving up
 
-	// When the first and the last attempt were sent, on the Clock: read
-	// only for a dead letter.
-	firstSent, lastSent time.Time
-	trailBroken         bool // the trail's failure is already in out.RecordErr
-	failedOnce          bool // the breaker has counted one of the call's failures
-	fleet               fleetCall
+	// When the first and the last attempt were sent, on the Clock, as
+	// nanoseconds after start plus one (0: none was): read only for a dead
+	// letter, through firstSentAt and lastSentAt. Two times would take 32
+	// bytes more, and the call out of its size class.
+	sent        [2]int64
+	trailBroken bool // the trail's failure is already in out.RecordErr
+	failedOnce  bool // the breaker has counted one of the call's failures
+	fleet       fleetCall
 	// Guarded by timerMu (see above); here, among the other small
 	// fields, so that no padding takes space: a call of at most 760
 	// bytes, with the allocator's 8-byte header, takes the 768-byte size
@@ -228,8 +231,15 @@ type call struct {
 //     transient (429, 5xx in the transient set, timeouts, resets, refused
 //     connections, EOF mid-response) and terminal (400, 401, 403, 404, 422,
 //     any unknown status, the caller's cancellation, certificate failures,
-//     invalid requests). Only transient faults are retried. 1xx-3xx
+//     invalid requests), unless WithClassifier's function or ClassifyLimits
+//     gives a 4xx or 5xx a verdict of its own. Only transient faults are
+//     retried. 1xx-3xx
 //     responses are not failures and pass through untouched.
+//   - Owed. A verdict that the funder will take the request later
+//     ([Classification.Owed]: ClassifyLimits' quotas, a classifier's, or a
+//     Retry-After that ends at or after the deadline) is not retried: the
+//     call ends DeadLetter ([StopOwedLater]) at once, charged to no breaker
+//     or throttle, and [Outcome.NotBefore] says when, if the funder said.
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
@@ -613,6 +623,7 @@ func (c *call) loop() (*http.Response, error) {
 		if !d.retry {
 			c.out.Disposition, c.out.StopReason = d.disp, d.stop
 			if resp := c.askBeforeGivingUp(a); resp != nil {
+				c.out.NotBefore = time.Time{}
 				return c.finishReconciled(resp)
 			}
 			if a.resp != nil {
@@ -741,6 +752,7 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	c.fleetVerdict(a.resp, v, brk)
 
 	d := decision{disp: disp, stop: stop}
+	c.out.NotBefore = v.NotBefore
 	if disp == "" {
 		d = c.decide(a.resp)
 	}
@@ -861,10 +873,10 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		}
 		a.resp, a.err = nil, fmt.Errorf("%w (%v)", errResendStopped, a.err)
 	}
-	if a.resp != nil && a.resp.StatusCode >= 400 && c.pol.classifier != nil {
+	if a.resp != nil && a.resp.StatusCode >= 400 {
 		// Before the hold: reading the body is still the attempt's, and
 		// its timers bound it.
-		a.class, a.classified = classifyBody(c.pol.classifier, a.resp)
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp)
 	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
@@ -887,8 +899,14 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 		switch {
 		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
+		case v.Owed:
+			return c.owed(resp, v), DeadLetter, StopOwedLater
 		case !v.Retryable:
 			return v, FailedTerminal, StopTerminal
+		}
+		if until, ok := c.retryAfterPastDeadline(resp); ok {
+			reason := "owed:" + strconv.Itoa(resp.StatusCode) + ";retry_after"
+			return Classification{Owed: true, NotBefore: until, Reason: reason}, DeadLetter, StopOwedLater
 		}
 		return v, "", ""
 	}
@@ -918,16 +936,48 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	return v, "", ""
 }
 
+// owed completes an Owed verdict: it is not retried, and a NotBefore the
+// verdict left zero is the end of the response's Retry-After, if it has one.
+func (c *call) owed(resp *http.Response, v Classification) Classification {
+	v.Retryable = false
+	if v.NotBefore.IsZero() {
+		now := c.t.clock.Now()
+		if after, ok := retryAfter(resp.Header, now); ok {
+			v.NotBefore = now.Add(after)
+		}
+	}
+	return v
+}
+
+// retryAfterPastDeadline reports whether resp's Retry-After asks for a wait
+// that ends at or after the call's deadline, and when it ends, for a call
+// that could otherwise retry: the funder will take the request then, and a
+// worker must not wait for it. A request that cannot be sent again is left
+// to decide, whose stop reason says why.
+func (c *call) retryAfterPastDeadline(resp *http.Response) (time.Time, bool) {
+	if len(resp.Header["Retry-After"]) == 0 || !c.p.replayable() ||
+		(!idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "") {
+		return time.Time{}, false
+	}
+	now := c.t.clock.Now()
+	after, ok := retryAfter(resp.Header, now)
+	if !ok || after < c.budget.deadline.Sub(now) {
+		return time.Time{}, false
+	}
+	return now.Add(after), true
+}
+
 // breakerVerdict is what the attempt tells the host's breaker. A call's
 // failures count once: its first transient failure is a failure, and so is
 // a failed probe, which must reopen the breaker; its other retries are left
 // out, so that no single call, however many attempts it makes, trips the
 // breaker. The breaker opens after threshold failed calls in a row. An
 // attempt that sent nothing tells it nothing, a probe included: it says
-// nothing of the funder.
+// nothing of the funder, and neither does an Owed verdict: a quota is not
+// an outage.
 func (c *call) breakerVerdict(err error, v Classification, disp Disposition, probe bool) error {
 	switch {
-	case disp == Canceled, !v.charged():
+	case disp == Canceled, !v.charged(), v.Owed:
 		return errBreakerExcluded
 	case v.Retryable:
 		if c.failedOnce && !probe {
@@ -972,6 +1022,9 @@ func (c *call) decide(resp *http.Response) decision {
 	}
 	wait, src := chooseWait(jitter, after, hasAfter)
 	if ok, stop := c.budget.check(now, wait, src == waitSourceRetryAfter); !ok {
+		if stop == StopOwedLater {
+			c.out.NotBefore = now.Add(after)
+		}
 		return decision{stop: stop, disp: DeadLetter}
 	}
 	if c.breakerRefuses() {
@@ -1115,11 +1168,23 @@ func (c *call) failClosed() {
 
 // noteSent notes the time an attempt is sent, for the dead letter.
 func (c *call) noteSent() {
-	now := c.t.clock.Now()
+	at := int64(max(c.t.clock.Now().Sub(c.start), 0)) + 1
 	if c.out.Attempts == 0 {
-		c.firstSent = now
+		c.sent[0] = at
 	}
-	c.lastSent = now
+	c.sent[1] = at
+}
+
+// firstSentAt and lastSentAt are when the first and the last attempt were
+// sent, on the Clock; zero if none was.
+func (c *call) firstSentAt() time.Time { return c.sentAt(0) }
+func (c *call) lastSentAt() time.Time  { return c.sentAt(1) }
+
+func (c *call) sentAt(i int) time.Time {
+	if c.sent[i] == 0 {
+		return time.Time{}
+	}
+	return c.start.Add(time.Duration(c.sent[i] - 1))
 }
 
 // recordFailed notes that the call could not be recorded as promised: the

@@ -180,8 +180,8 @@ func TestRetryAfterBeyondDeadlineEndsAtOnce(t *testing.T) {
 	}
 	resp.Body.Close()
 	o := mustOutcome(t, resp)
-	if o.Disposition != DeadLetter || o.StopReason != StopRetryAfter || o.Attempts != 1 {
-		t.Errorf("outcome %+v, want dead_letter (retry_after_beyond_deadline) after 1 attempt", o)
+	if o.Disposition != DeadLetter || o.StopReason != StopOwedLater || o.Attempts != 1 {
+		t.Errorf("outcome %+v, want dead_letter (owed_later) after 1 attempt", o)
 	}
 	if w := h.clock.waits(); len(w) != 0 {
 		t.Errorf("waited %v: a funder must not park a worker", w)

@@ -18,7 +18,8 @@ import (
 // Success of false and reads its ErrorMessage. The text is matched against
 // the package's rules, each a text the service is publicly known to send:
 //
-//	grantsgov:certificate    missing, not registered or expired    terminal
+//	grantsgov:certificate    missing, not registered, expired, or
+//	                         not configured for the Simpler SOAP proxy  terminal
 //	grantsgov:validation     "Failed to validate request", cvc-*   terminal
 //	grantsgov:retrieved      already retrieved                      terminal
 //	grantsgov:status         not in the status the call needs       terminal

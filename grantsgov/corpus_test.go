@@ -81,6 +81,7 @@ var corpusVerdicts = []struct {
 	{"no-tcertificate", true, false, "grantsgov:certificate"},
 	{"opportunity-list-filter-required", true, false, "grantsgov:filter"},
 	{"server-error", true, true, "grantsgov:server"},
+	{"simpler-soap-certificate-not-configured", true, false, "grantsgov:certificate"},
 	{"submission-list-invalid-filter", true, false, "grantsgov:filter"},
 	{"update-application-info-success-false", true, false, "grantsgov:authorization"},
 	{"validation-tracking-number-missing", true, false, "grantsgov:validation"},

@@ -27,6 +27,7 @@ var rules = []rule{
 	{"grantsgov:certificate", "Missing certificate.", false, srcMirror + "simpler_soap_api.py (SOAPClientMissingCertificate)"},
 	{"grantsgov:certificate", "No tcertificate found.", false, srcMirror + "simpler_soap_api.py (SOAPClientTcertificateNotFound)"},
 	{"grantsgov:certificate", "Certificate is expired.", false, srcMirror + "simpler_soap_api.py (SOAPClientCertificateIsExpired)"},
+	{"grantsgov:certificate", "Client certificate not configured for Simpler SOAP.", false, srcMirror + "legacy_soap_api_proxy.py (SOAPClientCertificateNotConfigured: a valid certificate the Simpler SOAP proxy is not set up for; HHS/simpler-grants-gov#9646, #9666)"},
 	{"grantsgov:validation", "Failed to validate request.", false, srcMirror + "grantors/fault_messages.py, applicants/fault_messages.py"},
 	{"grantsgov:validation", "cvc-", false, srcMirror + "grantors/fault_messages.py (the XML Schema validator's error codes)"},
 	{"grantsgov:retrieved", "has already been retrieved", false, srcMirror + "grantors/fault_messages.py (ConfirmDeliveryAlreadyRetrieved)"},

@@ -7,6 +7,8 @@
 //	    verify an audit trail, or trace one call through it (see docs/audit-trail.md)
 //	grantretry deadletter list|show|redeliver DIR [ID...] [flags]
 //	    list, show and redeliver dead letters (see docs/dead-letters.md)
+//	grantretry classify [flags] FILE
+//	    print what grantretry does with a captured answer (see docs/teaching.md)
 //	grantretry version
 //	    print the version it was built from (also -version, --version)
 //
@@ -49,6 +51,7 @@ var commands = []command{
 	{name: "sim", summary: "run the storm simulator: retry policies against a funder that goes down", run: runSim},
 	{name: "audit", summary: "verify an audit trail's hash chain, or trace one call through it", run: runAudit},
 	{name: "deadletter", summary: "list, show and redeliver dead letters kept in a directory", run: runDeadLetter},
+	{name: "classify", summary: "print what grantretry does with a captured answer of a funder", run: runClassify},
 	{name: "version", summary: "print the version of grantretry this program was built from", run: runVersion},
 }
 

@@ -213,9 +213,9 @@ func TestRetryAfterPastDeadlineIsRetryLater(t *testing.T) {
 		httpmock.NewStringResponder(429, "come back tomorrow").HeaderSet(http.Header{"Retry-After": {"3600"}}))
 
 	r := h.submit(t)
-	if r.Action != RetryLater || r.Outcome.StopReason != grantretry.StopRetryAfter || r.RetryAfter != time.Hour {
+	if r.Action != RetryLater || r.Outcome.StopReason != grantretry.StopOwedLater || r.RetryAfter != time.Hour {
 		t.Errorf("got %s (%s), retry after %v; want retry_later (%s), retry after 1h",
-			r.Action, r.Outcome.StopReason, r.RetryAfter, grantretry.StopRetryAfter)
+			r.Action, r.Outcome.StopReason, r.RetryAfter, grantretry.StopOwedLater)
 	}
 	if w := h.clock.slept(); len(w) != 0 || h.mock.GetTotalCallCount() != 1 {
 		t.Errorf("waits %v, %d calls; want no wait and 1 call", w, h.mock.GetTotalCallCount())
