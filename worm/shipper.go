@@ -9,6 +9,8 @@ import (
 	"hash"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,9 +293,13 @@ func (s *Shipper) Start() {
 // every open segment and anchors the queue, then writes a closed
 // checkpoint for each stream, so the verifier sees the trail stopped,
 // not cut. Records the trail has not synced yet are not read (see
-// Source): close the trail first, or they wait for the next Shipper. It gives up when ctx is done: then what is not anchored stays
-// queued in QueueDir for the next Shipper, and the error says how much.
-// Close without Start ships the Source once.
+// Source): close the trail first, or they wait for the next Shipper.
+// While the store fails it backs off and tries again; it gives up when
+// ctx is done: then what is not anchored stays queued in QueueDir for
+// the next Shipper, and the error says how much. A stream stopped for
+// good (see [Shipper.Err]) gets no closed checkpoint: Close anchors its
+// last segment and its stopped checkpoint, as long as ctx allows, and
+// returns the stop. Close without Start ships the Source once.
 func (s *Shipper) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cancel := s.cancel
@@ -474,6 +480,9 @@ func (s *Shipper) stop(st *stream, bs *brokenSource) {
 	}
 	s.stopped[st.name] = true
 	s.stops = append(s.stops, st.name)
+	// A heartbeat asked before would land after the stopped checkpoint
+	// and hide it.
+	s.heartbeats = slices.DeleteFunc(s.heartbeats, func(name string) bool { return name == st.name })
 	s.mu.Unlock()
 	s.wake()
 	s.log.Error("grantretry: worm: not shipped", zap.Error(bs))
@@ -636,6 +645,9 @@ func (s *Shipper) nextJob() (job, bool) {
 	if len(s.stops) > 0 {
 		return job{stopped: s.stops[0]}, true
 	}
+	for len(s.heartbeats) > 0 && s.stopped[s.heartbeats[0]] {
+		s.heartbeats = s.heartbeats[1:]
+	}
 	if len(s.heartbeats) > 0 {
 		return job{heartbeat: s.heartbeats[0]}, true
 	}
@@ -654,7 +666,11 @@ func (s *Shipper) uploadLoop(ctx context.Context) {
 			}
 		}
 		if err := s.uploadNext(ctx); err != nil {
-			if ctx.Err() != nil || s.Err() != nil {
+			// A stream stopped for good still has its stopped checkpoint,
+			// and the records sealed before it, to anchor: only a failure
+			// that no retry mends ends the loop.
+			var p permanent
+			if ctx.Err() != nil || errors.As(err, &p) {
 				return
 			}
 			if s.clock.Sleep(ctx, s.backoff()) != nil {
@@ -665,22 +681,46 @@ func (s *Shipper) uploadLoop(ctx context.Context) {
 }
 
 // drain uploads until nothing is left, backing off as the loop does, or
-// until ctx is done.
+// until ctx is done; a stream stopped for good does not end it early, for
+// its stopped checkpoint is still owed. It returns the Shipper's failure,
+// if it has one, once the uploads have ended.
 func (s *Shipper) drain(ctx context.Context) error {
 	for {
 		if _, ok := s.nextJob(); !ok {
 			return nil
 		}
-		if err := s.uploadNext(ctx); err != nil {
-			if fatal := s.Err(); fatal != nil {
-				return fatal
+		err := s.uploadNext(ctx)
+		if err == nil {
+			continue
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			if fatal := s.Err(); fatal != nil && fatal != p.error {
+				return fmt.Errorf("%w; and %w", fatal, p.error)
 			}
-			if ctx.Err() != nil || s.clock.Sleep(ctx, s.backoff()) != nil {
-				b := s.Backlog()
-				return fmt.Errorf("grantretry: worm: %s in %s not anchored, queued in %s (%v)", plural(uint64(b.Records), "record"), plural(uint64(b.Segments), "segment"), s.o.QueueDir, err)
-			}
+			return p.error
+		}
+		if ctx.Err() != nil || s.clock.Sleep(ctx, s.backoff()) != nil {
+			return s.leftErr(err)
 		}
 	}
+}
+
+// leftErr says what is left to anchor when Close gives up, after err,
+// and why the Shipper stopped, if it did.
+func (s *Shipper) leftErr(err error) error {
+	b := s.Backlog()
+	s.mu.Lock()
+	stops := strings.Join(s.stops, ", ")
+	s.mu.Unlock()
+	left := fmt.Sprintf("%s in %s not anchored, queued in %s", plural(uint64(b.Records), "record"), plural(uint64(b.Segments), "segment"), s.o.QueueDir)
+	if stops != "" {
+		left += fmt.Sprintf(", and the stopped checkpoint of stream %s not stored", stops)
+	}
+	if b.Stopped != nil {
+		return fmt.Errorf("%w; and %s (%v)", b.Stopped, left, err)
+	}
+	return fmt.Errorf("grantretry: worm: %s (%v)", left, err)
 }
 
 func (s *Shipper) positionErr() error {
@@ -742,8 +782,7 @@ func (s *Shipper) resolveRetention(ctx context.Context) error {
 	case err != nil:
 		return err
 	case !enabled:
-		s.setFatal(fmt.Errorf("grantretry: worm: bucket %s has no Object Lock: create it with Object Lock enabled", s.o.Store.bucket))
-		return s.Err()
+		return s.setFatal(fmt.Errorf("grantretry: worm: bucket %s has no Object Lock: create it with Object Lock enabled", s.o.Store.bucket))
 	}
 	s.bucketRetention, s.retentionRead = d, true
 	return nil
@@ -764,14 +803,23 @@ func (s *Shipper) retainUntil(now time.Time) time.Time {
 	return until
 }
 
-func (s *Shipper) setFatal(err error) {
+// setFatal stops the Shipper for good at err, unless it has stopped
+// already, and returns err as the failure of the upload.
+func (s *Shipper) setFatal(err error) error {
 	s.mu.Lock()
 	if s.fatal == nil {
 		s.fatal, s.fatalAt = err, s.clock.Now()
 	}
 	s.mu.Unlock()
 	s.log.Error("grantretry: worm: shipping stopped", zap.Error(err))
+	return permanent{err}
 }
+
+// permanent is an upload's failure that no retry mends: the store holds
+// another history, or the bucket has no Object Lock.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
 
 // uploadSegment uploads q, then its checkpoint. A segment the store has
 // already, byte for byte, was uploaded by an attempt whose answer was
@@ -839,11 +887,9 @@ func (s *Shipper) confirm(ctx context.Context, q *queued, key string) error {
 		} else if !isStatus(gerr, 404) {
 			return gerr
 		}
-		s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the store holds records to seq %d, and the queue's next segment starts at seq %d: another shipper anchored them; the queue in %s is not uploaded", q.stream, at.seq, q.first, s.o.QueueDir))
-		return s.Err()
+		return s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the store holds records to seq %d, and the queue's next segment starts at seq %d: another shipper anchored them; the queue in %s is not uploaded", q.stream, at.seq, q.first, s.o.QueueDir))
 	case at.seq+1 == q.first && at.hash != q.prev:
-		s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the queue's segment from seq %d does not continue the store's chain at seq %d: another history under this prefix", q.stream, q.first, at.seq))
-		return s.Err()
+		return s.setFatal(fmt.Errorf("grantretry: worm: stream %s: the queue's segment from seq %d does not continue the store's chain at seq %d: another history under this prefix", q.stream, q.first, at.seq))
 	}
 	s.confirmed[q.stream] = true
 	return nil
@@ -864,8 +910,7 @@ func (s *Shipper) put(ctx context.Context, key string, data []byte, contentType 
 		return gerr
 	}
 	if !bytes.Equal(have, data) {
-		s.setFatal(fmt.Errorf("grantretry: worm: %s holds other bytes than the segment of that name in the queue: another writer, or another history, under this prefix", key))
-		return s.Err()
+		return s.setFatal(fmt.Errorf("grantretry: worm: %s holds other bytes than the segment of that name in the queue: another writer, or another history, under this prefix", key))
 	}
 	return nil
 }
@@ -893,6 +938,12 @@ func (s *Shipper) checkpointTime(stream string) time.Time {
 }
 
 func (s *Shipper) writeCheckpoint(ctx context.Context, stream, kind string) error {
+	s.mu.Lock()
+	stopped := s.stopped[stream]
+	s.mu.Unlock()
+	if stopped && kind != kindStopped {
+		return nil // its last checkpoint says it stopped
+	}
 	now := s.checkpointTime(stream)
 	s.mu.Lock()
 	cs := s.anchored[stream]

@@ -3,6 +3,7 @@ package worm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -420,5 +421,183 @@ func TestStoppedStreamIsReportedStoppedNotRunning(t *testing.T) {
 	var ve *VerifyError
 	if !errors.As(err, &ve) || ve.Problems[0].Kind != ProblemStopped || ve.Problems[0].Stream != testStream || len(rep.Streams) != 1 || !rep.Streams[0].Stopped {
 		t.Fatalf("a store-only verify of the stopped stream: %v (report %+v); want it reported stopped", err, rep.Streams)
+	}
+}
+
+// breakingSource is a trail's files, followed, once broken is set, by a
+// line that does not continue the chain: the shipper stops the stream
+// there, after the good records before it.
+type breakingSource struct {
+	files  Source
+	broken atomic.Bool
+}
+
+func (b *breakingSource) Streams(ctx context.Context) ([]string, error) {
+	return b.files.Streams(ctx)
+}
+
+func (b *breakingSource) Scan(ctx context.Context, stream string, after uint64, fn func([]byte, string, int) error) error {
+	if err := b.files.Scan(ctx, stream, after, fn); err != nil || !b.broken.Load() {
+		return err
+	}
+	return fn([]byte(`{"msg":"not a record of this chain"}`), "audit.jsonl.other", 1)
+}
+
+func newBreakingSource(t *testing.T, n int) (*breakingSource, []string) {
+	t.Helper()
+	files := makeTrail(t, t.TempDir(), n)
+	src, err := OpenFiles("", files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &breakingSource{files: src}, files
+}
+
+// wantStopped checks that a store-only verify reports the stream stopped
+// after its records to seq last, all anchored.
+func wantStopped(t *testing.T, st *Store, last uint64, at time.Time) {
+	t.Helper()
+	rep, err := Verify(context.Background(), st, VerifyOptions{MinRetention: testMinRetention, Clock: fixedClock{at.Add(time.Minute)}})
+	var ve *VerifyError
+	if !errors.As(err, &ve) || ve.Problems[0].Kind != ProblemStopped || len(rep.Streams) != 1 || !rep.Streams[0].Stopped || rep.Streams[0].LastSeq != last {
+		t.Fatalf("a store-only verify of the stopped stream: %v (report %+v); want it stopped after seq %d", err, rep.Streams, last)
+	}
+}
+
+// A heartbeat asked before the stream stops is not uploaded after its
+// stopped checkpoint: the last checkpoint of a stopped stream says it
+// stopped.
+func TestStoppedStreamGetsNoHeartbeatAskedBeforeTheStop(t *testing.T) {
+	st := testStore(t)
+	src, files := newBreakingSource(t, 10)
+	clock := newManualClock()
+	s, err := NewShipper(Options{Store: st, Source: src, QueueDir: t.TempDir(), Clock: clock, Retention: testRetention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s.poll(ctx, true)
+	if err := s.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(DefaultHeartbeat)
+	s.poll(ctx, false) // a heartbeat is asked, and not uploaded yet
+	s.mu.Lock()
+	asked := len(s.heartbeats)
+	s.mu.Unlock()
+	if asked != 1 {
+		t.Fatalf("%d heartbeats asked after a Heartbeat; want 1", asked)
+	}
+	src.broken.Store(true)
+	s.poll(ctx, false)
+	if s.Err() == nil {
+		t.Fatal("the shipper did not stop at a line that does not continue the chain")
+	}
+	if err := s.Close(ctx); err == nil {
+		t.Fatal("Close of a stopped shipper: no error")
+	}
+	wantStopped(t, st, lastSeq(t, files), clock.Now())
+}
+
+// onBackoff is a clock on which backoff costs no real time, and that
+// calls backoff at each sleep after a failed upload, with the number of
+// failures.
+type onBackoff struct {
+	*stepClock
+	s       *Shipper
+	backoff func(failures int)
+}
+
+func (c *onBackoff) Sleep(ctx context.Context, d time.Duration) error {
+	if n := c.s.Backlog().Failures; n > 0 {
+		c.backoff(n)
+	}
+	return c.stepClock.Sleep(ctx, d)
+}
+
+// breakDuringOutage returns a shipper whose stream has 10 records read
+// and not sealed, through a store that then went down, and stopped at a
+// line that does not continue the chain. The store comes back at the
+// shipper's first backoff, unless down is set.
+func breakDuringOutage(t *testing.T, o Options, down bool) (*Shipper, *Store, *onBackoff, []string) {
+	t.Helper()
+	endpoint, bucket := s3test.Endpoint(t)
+	p := newProxy(t, strings.TrimPrefix(endpoint, "http://"))
+	direct := testStore(t)
+	st, err := NewStore(context.Background(), StoreConfig{Endpoint: "http://" + p.addr, Bucket: bucket, Prefix: direct.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, files := newBreakingSource(t, 10)
+	var once sync.Once
+	clock := &onBackoff{stepClock: newStepClock(), backoff: func(int) {
+		if !down {
+			once.Do(func() { p.up(t) })
+		}
+	}}
+	o.Store, o.Source, o.QueueDir, o.Clock, o.Retention = st, src, t.TempDir(), clock, testRetention
+	o.UploadTimeout, o.MaxBackoff = 5*time.Second, 200*time.Millisecond
+	s, err := NewShipper(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.s = s
+	s.poll(context.Background(), false) // positioned, the records read
+	p.down()
+	src.broken.Store(true)
+	s.poll(context.Background(), false)
+	if s.Err() == nil {
+		t.Fatal("the shipper did not stop at a line that does not continue the chain")
+	}
+	return s, direct, clock, files
+}
+
+// A store that fails when a stream stops does not lose its stopped
+// checkpoint nor the records sealed before it: Close backs off and tries
+// again while its context has time, and only then returns the failure.
+func TestCloseRetriesTheStoppedCheckpointThroughAnOutage(t *testing.T) {
+	s, direct, clock, files := breakDuringOutage(t, Options{}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := s.Close(ctx)
+	if !errors.Is(err, grantretry.ErrAuditTrail) {
+		t.Fatalf("Close of a stopped shipper: %v; want the stop", err)
+	}
+	wantStopped(t, direct, lastSeq(t, files), clock.Now())
+}
+
+// The running shipper, too, backs off and retries the stopped checkpoint
+// and the records sealed before it while the store is down.
+func TestRunningShipperRetriesTheStoppedCheckpointThroughAnOutage(t *testing.T) {
+	s, direct, clock, files := breakDuringOutage(t, Options{}, false)
+	s.Start()
+	waitFor(t, "the stopped checkpoint stored", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.stops) == 0 && len(s.queue) == 0
+	})
+	s.Close(context.Background())
+	wantStopped(t, direct, lastSeq(t, files), clock.Now())
+}
+
+// A Close that gives up on a stopped stream, its context done while the
+// store is down, has tried more than once, and says why the stream
+// stopped and what is left: the records and the stopped checkpoint.
+func TestCloseThatGivesUpOnAStoppedStreamSaysWhatIsLeft(t *testing.T) {
+	s, _, clock, files := breakDuringOutage(t, Options{}, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock.backoff = func(failures int) {
+		if failures >= 3 {
+			cancel()
+		}
+	}
+	err := s.Close(ctx)
+	if !errors.Is(err, grantretry.ErrAuditTrail) || !strings.Contains(err.Error(), fmt.Sprintf("%d records in 1 segment not anchored", lastSeq(t, files))) ||
+		!strings.Contains(err.Error(), "the stopped checkpoint of stream "+testStream+" not stored") {
+		t.Fatalf("Close given up: %v; want the stop, the records and the stopped checkpoint left", err)
+	}
+	if b := s.Backlog(); b.Failures < 3 || b.Segments != 1 || b.Stopped == nil {
+		t.Fatalf("backlog %+v; want three failed uploads, the segment queued, and the stop", b)
 	}
 }

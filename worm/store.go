@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"sort"
@@ -87,6 +88,9 @@ func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	// The checksum the store keeps is the SHA-256 each upload names; the
 	// SDK adds none of its own.
 	opts = append(opts, config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired))
+	if err := checkCABundle(); err != nil {
+		return nil, err
+	}
 	ac, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: worm: AWS configuration: %w", err)
@@ -103,6 +107,29 @@ func NewStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		}
 	})
 	return &Store{c: c, bucket: cfg.Bucket, prefix: normPrefix(cfg.Prefix)}, nil
+}
+
+// checkCABundle refuses the CA bundle AWS_CA_BUNDLE names if the SDK
+// could not use it (a file it cannot read, or one without a PEM
+// certificate), with an error that names the setting and the file: the
+// SDK's own names neither.
+func checkCABundle() error {
+	path := os.Getenv("AWS_CA_BUNDLE")
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("grantretry: worm: AWS_CA_BUNDLE names %s, which cannot be read: %w", path, err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return fmt.Errorf("grantretry: worm: AWS_CA_BUNDLE names %s, which holds no PEM certificate: put the store's CA certificates in it, or unset it", path)
+	}
+	return nil
 }
 
 // transportOf returns hc's *http.Transport, or nil if it has another

@@ -85,3 +85,23 @@ func TestHTTPClientTheBundleCannotBeAddedToIsRefusedWithWhatToDo(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A CA bundle that cannot be used, missing or holding no certificate, is
+// refused with a grantretry: worm: error that names AWS_CA_BUNDLE and the
+// file, so an operator knows which setting to fix.
+func TestBadCABundleIsRefusedNamingTheFileAndTheSetting(t *testing.T) {
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, bundle := range []string{notPEM, missing} {
+		for _, hc := range []*http.Client{nil, {}} {
+			t.Setenv("AWS_CA_BUNDLE", bundle)
+			_, err := NewStore(context.Background(), StoreConfig{Bucket: "b", HTTPClient: hc})
+			if err == nil || !strings.HasPrefix(err.Error(), "grantretry: worm: ") || !strings.Contains(err.Error(), "AWS_CA_BUNDLE") || !strings.Contains(err.Error(), bundle) {
+				t.Errorf("AWS_CA_BUNDLE=%s, a client of its own %v: NewStore: %v; want a grantretry: worm: error naming AWS_CA_BUNDLE and the file", bundle, hc != nil, err)
+			}
+		}
+	}
+}

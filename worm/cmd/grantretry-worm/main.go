@@ -8,10 +8,10 @@
 //
 // Credentials come from the usual AWS_* environment. Exit status: 0
 // shipped or verified, 1 tampering, a gap, nothing anchored or a failure
-// to ship (ship -follow exits at once when the shipper stops for good),
-// 2 misuse, or a verify that could not look (a store that does not
-// answer, a file that cannot be read): so 1 from verify always means a
-// problem found.
+// to ship (ship -follow exits when the shipper stops for good, once it
+// has anchored what it owes, within -timeout), 2 misuse, or a verify
+// that could not look (a store that does not answer, a file that cannot
+// be read): so 1 from verify always means a problem found.
 // See docs/write-once.md.
 package main
 
@@ -251,8 +251,8 @@ func ship(args []string, stdout, stderr io.Writer) error {
 }
 
 // untilSignalOrStop returns on SIGINT or SIGTERM, or once the shipper has
-// stopped for good: then nothing more is anchored, and running on would
-// only hide it.
+// stopped for good: then nothing more is read, and running on would only
+// hide it. Close still anchors what the stop owes the store.
 func untilSignalOrStop(s *worm.Shipper) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
