@@ -200,6 +200,7 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 		case !ok:
 			return nil, false, gobreaker.ErrOpenState
 		}
+		c.host.fleetGranted()
 		c.fleet.probe = true
 		return noDone, false, nil
 	case FleetClosed:
@@ -217,15 +218,31 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 	return c.host.breaker.allow()
 }
 
-// heardCarried is hostState.heard once what the fleet last said has been
-// carried into the local breaker.
-const heardCarried = -1
+// heardCarried is a bit of hostState.heard, beside the state: what the
+// fleet last said has been carried into the local breaker since the
+// fleet last said something new (see call.carryFleet).
+const heardCarried = 1 << 8
 
 // heardFleet notes the fleet's state of the host, FleetOpen or
-// FleetClosed, as this call heard it.
+// FleetClosed, as this call heard it. A state other than the one heard
+// before is news, which a later loss of the fleet carries.
 func (hs *hostState) heardFleet(st FleetState) {
-	if hs.heard.Load() != int32(st) {
-		hs.heard.Store(int32(st))
+	for {
+		h := hs.heard.Load()
+		if FleetState(h&^heardCarried) == st || hs.heard.CompareAndSwap(h, int32(st)) {
+			return
+		}
+	}
+}
+
+// fleetGranted notes that the fleet gave this process its probe: the
+// fleet answers again, and a later loss of it carries what it says then.
+func (hs *hostState) fleetGranted() {
+	for {
+		h := hs.heard.Load()
+		if h&heardCarried == 0 || hs.heard.CompareAndSwap(h, h&^heardCarried) {
+			return
+		}
 	}
 }
 
@@ -236,10 +253,21 @@ func (hs *hostState) heardFleet(st FleetState) {
 // breaker is open no local breaker counts a failure, since the fleet
 // refuses the calls, so without this every process would find its local
 // breaker closed and send the calls the fleet had been refusing.
+//
+// Once carried, it is not carried again until the fleet says something
+// new: a state other than the one carried, or its probe granted to this
+// process. Every call of a lost fleet comes here (a TryProbe that fails
+// while State still says FleetOpen, as it does before the Coordinator
+// notices the database is gone, or while its reads work and its
+// statements fail), and carrying on each would trip the local breaker
+// again after its own probe found the funder back. A TryProbe that
+// answers no, or a report with no error, is not enough: a FleetHost may
+// answer those from what it knew, without its store (the Coordinator
+// does, for a call while another's question is in flight).
 func (c *call) carryFleet() {
 	hs := c.host
 	h := hs.heard.Load()
-	if h == heardCarried {
+	if h&heardCarried != 0 {
 		return
 	}
 	st, wait := FleetState(h), time.Duration(-1)
@@ -256,7 +284,7 @@ func (c *call) carryFleet() {
 	case FleetClosed:
 		hs.breaker.carryClosed()
 	}
-	hs.heard.CompareAndSwap(h, heardCarried)
+	hs.heard.CompareAndSwap(h, h|heardCarried)
 }
 
 // logFleetChanges writes a breaker line for each change of the fleet's
