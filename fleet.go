@@ -3,6 +3,7 @@ package grantretry
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -24,10 +25,6 @@ const (
 	// FleetOpen: the fleet's breaker is open; every process refuses calls
 	// but the one probe the fleet lets through at a time.
 	FleetOpen
-	// FleetHalfOpen: the fleet's probe is out. It appears only in a
-	// [FleetChange]: [FleetHost.State] says FleetOpen meanwhile, since
-	// every other call is refused.
-	FleetHalfOpen
 )
 
 // FieldBreakerFleet is on the breaker lines ([MsgBreaker]) of a fleet's
@@ -36,22 +33,39 @@ const (
 // [FieldBreakerFrom] and [FieldBreakerTo].
 const FieldBreakerFleet = "fleet"
 
-// breakerName is the state as breaker lines name it.
-func (s FleetState) breakerName() string {
+// FleetBreakerState is a state of a fleet's shared breaker in a
+// [FleetChange]. Unlike [FleetState], it has the probe's own state,
+// half-open, which [FleetHost.State] never reports (every call but the
+// probe is refused meanwhile, as while open).
+type FleetBreakerState uint8
+
+// The states of a fleet's shared breaker; the zero value is none of them.
+const (
+	FleetBreakerClosed FleetBreakerState = iota + 1
+	FleetBreakerHalfOpen
+	FleetBreakerOpen
+)
+
+// String returns the state as breaker lines ([FieldBreakerFrom],
+// [FieldBreakerTo]) write it, as they write the local breaker's:
+// "closed", "half_open" or "open"; a value that is none of the three is
+// written FleetBreakerState(n), so that a [FleetChangeLog] that makes one
+// shows in the trail.
+func (s FleetBreakerState) String() string {
 	switch s {
-	case FleetClosed:
+	case FleetBreakerClosed:
 		return "closed"
-	case FleetOpen:
-		return "open"
-	case FleetHalfOpen:
+	case FleetBreakerHalfOpen:
 		return "half_open"
+	case FleetBreakerOpen:
+		return "open"
 	}
-	return "unknown"
+	return "FleetBreakerState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// FleetChange is one change of a fleet's shared breaker: From and To are
-// FleetClosed, FleetOpen or FleetHalfOpen.
-type FleetChange struct{ From, To FleetState }
+// FleetChange is one change of a fleet's shared breaker, From one state
+// To another.
+type FleetChange struct{ From, To FleetBreakerState }
 
 // FleetChangeLog is a [FleetHost] that tells the Transport of the changes
 // of the fleet's shared breaker that this process made (the report that
@@ -128,6 +142,7 @@ type FleetFailure struct {
 // are called only when an attempt fails or the fleet's breaker is open,
 // each with a context that ends at most DefaultFleetLimit after the
 // attempt's verdict; on an error, the Transport uses its local state.
+
 type FleetHost interface {
 	// State returns the fleet's breaker state as last heard.
 	State() FleetState
@@ -300,8 +315,8 @@ func (c *call) logFleetChanges() {
 		}
 		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
 			zap.String(FieldBreaker, c.host.key),
-			zap.String(FieldBreakerFrom, ch.From.breakerName()),
-			zap.String(FieldBreakerTo, ch.To.breakerName()),
+			zap.String(FieldBreakerFrom, ch.From.String()),
+			zap.String(FieldBreakerTo, ch.To.String()),
 			zap.Bool(FieldBreakerFleet, true),
 		})
 		if err != nil {
