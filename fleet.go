@@ -140,9 +140,21 @@ type FleetFailure struct {
 // FleetHost is the fleet's view of one host. State and Succeeded are on
 // every call's path: they must not block, do I/O or allocate. The others
 // are called only when an attempt fails or the fleet's breaker is open,
-// each with a context that ends at most DefaultFleetLimit after the
+// each with a context that ends at most [DefaultFleetLimit] after the
 // attempt's verdict; on an error, the Transport uses its local state.
-
+//
+// A FleetHost may also be a [FleetRecall] and a [FleetChangeLog], which
+// the Transport finds by type assertion on what [Fleet.Host] returns. A
+// FleetHost that wraps another (to trace, count or log its calls) must
+// pass both on: a struct that embeds the wrapped FleetHost has only
+// FleetHost's methods, and hides them. Without them the Transport does
+// not carry the fleet's next probe time when the fleet is lost, nor
+// write the fleet's breaker lines, and the wrapped host may keep the
+// changes it queued for nobody. A wrapper may implement both whatever it
+// wraps, and answer for a host that is neither as one that never heard
+// the fleet (LastHeard: [FleetUnknown], -1) and made no change
+// (TakeChanges: nil): the Transport treats those as it treats a host
+// without the interfaces.
 type FleetHost interface {
 	// State returns the fleet's breaker state as last heard.
 	State() FleetState
