@@ -189,8 +189,12 @@ type FleetHost interface {
 // local breaker does, at times every process that lost the fleet with it
 // shares, so that the funder sees probes, not the calls the fleet was
 // refusing, and every process finds it back at once; a host whose fleet
-// breaker was closed has an open local breaker probe at once. A nil f, or
-// an interface holding a nil pointer, is an invalid option.
+// breaker was closed has an open local breaker probe at once. This is
+// done once each time the fleet is lost, until the fleet says something
+// new (another state, or its probe granted to this process): a local
+// probe that finds the funder back closes the local breaker, and what the
+// fleet said before it was lost does not open it again. A nil f, or an
+// interface holding a nil pointer, is an invalid option.
 func WithFleet(f Fleet) Option {
 	if isNil(f) {
 		return optionFunc(func(c *config) { c.invalid("WithFleet(nil)") })
@@ -282,8 +286,8 @@ func (hs *hostState) fleetGranted() {
 // breaker closed and send the calls the fleet had been refusing.
 //
 // Once carried, it is not carried again until the fleet says something
-// new: a state other than the one carried, or its probe granted to this
-// process. Every call of a lost fleet comes here (a TryProbe that fails
+// new: a state other than the one last heard, or its probe granted to
+// this process. Every call of a lost fleet comes here (a TryProbe that fails
 // while State still says FleetOpen, as it does before the Coordinator
 // notices the database is gone, or while its reads work and its
 // statements fail), and carrying on each would trip the local breaker
