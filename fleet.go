@@ -3,6 +3,7 @@ package grantretry
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -24,10 +25,6 @@ const (
 	// FleetOpen: the fleet's breaker is open; every process refuses calls
 	// but the one probe the fleet lets through at a time.
 	FleetOpen
-	// FleetHalfOpen: the fleet's probe is out. It appears only in a
-	// [FleetChange]: [FleetHost.State] says FleetOpen meanwhile, since
-	// every other call is refused.
-	FleetHalfOpen
 )
 
 // FieldBreakerFleet is on the breaker lines ([MsgBreaker]) of a fleet's
@@ -36,22 +33,39 @@ const (
 // [FieldBreakerFrom] and [FieldBreakerTo].
 const FieldBreakerFleet = "fleet"
 
-// breakerName is the state as breaker lines name it.
-func (s FleetState) breakerName() string {
+// FleetBreakerState is a state of a fleet's shared breaker in a
+// [FleetChange]. Unlike [FleetState], it has the probe's own state,
+// half-open, which [FleetHost.State] never reports (every call but the
+// probe is refused meanwhile, as while open).
+type FleetBreakerState uint8
+
+// The states of a fleet's shared breaker; the zero value is none of them.
+const (
+	FleetBreakerClosed FleetBreakerState = iota + 1
+	FleetBreakerHalfOpen
+	FleetBreakerOpen
+)
+
+// String returns the state as breaker lines ([FieldBreakerFrom],
+// [FieldBreakerTo]) write it, as they write the local breaker's:
+// "closed", "half_open" or "open"; a value that is none of the three is
+// written FleetBreakerState(n), so that a [FleetChangeLog] that makes one
+// shows in the trail.
+func (s FleetBreakerState) String() string {
 	switch s {
-	case FleetClosed:
+	case FleetBreakerClosed:
 		return "closed"
-	case FleetOpen:
-		return "open"
-	case FleetHalfOpen:
+	case FleetBreakerHalfOpen:
 		return "half_open"
+	case FleetBreakerOpen:
+		return "open"
 	}
-	return "unknown"
+	return "FleetBreakerState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// FleetChange is one change of a fleet's shared breaker: From and To are
-// FleetClosed, FleetOpen or FleetHalfOpen.
-type FleetChange struct{ From, To FleetState }
+// FleetChange is one change of a fleet's shared breaker, From one state
+// To another.
+type FleetChange struct{ From, To FleetBreakerState }
 
 // FleetChangeLog is a [FleetHost] that tells the Transport of the changes
 // of the fleet's shared breaker that this process made (the report that
@@ -126,8 +140,21 @@ type FleetFailure struct {
 // FleetHost is the fleet's view of one host. State and Succeeded are on
 // every call's path: they must not block, do I/O or allocate. The others
 // are called only when an attempt fails or the fleet's breaker is open,
-// each with a context that ends at most DefaultFleetLimit after the
+// each with a context that ends at most [DefaultFleetLimit] after the
 // attempt's verdict; on an error, the Transport uses its local state.
+//
+// A FleetHost may also be a [FleetRecall] and a [FleetChangeLog], which
+// the Transport finds by type assertion on what [Fleet.Host] returns. A
+// FleetHost that wraps another (to trace, count or log its calls) must
+// pass both on: a struct that embeds the wrapped FleetHost has only
+// FleetHost's methods, and hides them. Without them the Transport does
+// not carry the fleet's next probe time when the fleet is lost, nor
+// write the fleet's breaker lines, and the wrapped host may keep the
+// changes it queued for nobody. A wrapper may implement both whatever it
+// wraps, and answer for a host that is neither as one that never heard
+// the fleet (LastHeard: [FleetUnknown], -1) and made no change
+// (TakeChanges: nil): the Transport treats those as it treats a host
+// without the interfaces.
 type FleetHost interface {
 	// State returns the fleet's breaker state as last heard.
 	State() FleetState
@@ -162,8 +189,12 @@ type FleetHost interface {
 // local breaker does, at times every process that lost the fleet with it
 // shares, so that the funder sees probes, not the calls the fleet was
 // refusing, and every process finds it back at once; a host whose fleet
-// breaker was closed has an open local breaker probe at once. A nil f, or
-// an interface holding a nil pointer, is an invalid option.
+// breaker was closed has an open local breaker probe at once. This is
+// done once each time the fleet is lost, until the fleet says something
+// new (another state, or its probe granted to this process): a local
+// probe that finds the funder back closes the local breaker, and what the
+// fleet said before it was lost does not open it again. A nil f, or an
+// interface holding a nil pointer, is an invalid option.
 func WithFleet(f Fleet) Option {
 	if isNil(f) {
 		return optionFunc(func(c *config) { c.invalid("WithFleet(nil)") })
@@ -200,6 +231,7 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 		case !ok:
 			return nil, false, gobreaker.ErrOpenState
 		}
+		c.host.fleetGranted()
 		c.fleet.probe = true
 		return noDone, false, nil
 	case FleetClosed:
@@ -217,15 +249,31 @@ func (c *call) allow() (done func(error), probe bool, err error) {
 	return c.host.breaker.allow()
 }
 
-// heardCarried is hostState.heard once what the fleet last said has been
-// carried into the local breaker.
-const heardCarried = -1
+// heardCarried is a bit of hostState.heard, beside the state: what the
+// fleet last said has been carried into the local breaker since the
+// fleet last said something new (see call.carryFleet).
+const heardCarried = 1 << 8
 
 // heardFleet notes the fleet's state of the host, FleetOpen or
-// FleetClosed, as this call heard it.
+// FleetClosed, as this call heard it. A state other than the one heard
+// before is news, which a later loss of the fleet carries.
 func (hs *hostState) heardFleet(st FleetState) {
-	if hs.heard.Load() != int32(st) {
-		hs.heard.Store(int32(st))
+	for {
+		h := hs.heard.Load()
+		if FleetState(h&^heardCarried) == st || hs.heard.CompareAndSwap(h, int32(st)) {
+			return
+		}
+	}
+}
+
+// fleetGranted notes that the fleet gave this process its probe: the
+// fleet answers again, and a later loss of it carries what it says then.
+func (hs *hostState) fleetGranted() {
+	for {
+		h := hs.heard.Load()
+		if h&heardCarried == 0 || hs.heard.CompareAndSwap(h, h&^heardCarried) {
+			return
+		}
 	}
 }
 
@@ -236,10 +284,21 @@ func (hs *hostState) heardFleet(st FleetState) {
 // breaker is open no local breaker counts a failure, since the fleet
 // refuses the calls, so without this every process would find its local
 // breaker closed and send the calls the fleet had been refusing.
+//
+// Once carried, it is not carried again until the fleet says something
+// new: a state other than the one last heard, or its probe granted to
+// this process. Every call of a lost fleet comes here (a TryProbe that fails
+// while State still says FleetOpen, as it does before the Coordinator
+// notices the database is gone, or while its reads work and its
+// statements fail), and carrying on each would trip the local breaker
+// again after its own probe found the funder back. A TryProbe that
+// answers no, or a report with no error, is not enough: a FleetHost may
+// answer those from what it knew, without its store (the Coordinator
+// does, for a call while another's question is in flight).
 func (c *call) carryFleet() {
 	hs := c.host
 	h := hs.heard.Load()
-	if h == heardCarried {
+	if h&heardCarried != 0 {
 		return
 	}
 	st, wait := FleetState(h), time.Duration(-1)
@@ -256,7 +315,7 @@ func (c *call) carryFleet() {
 	case FleetClosed:
 		hs.breaker.carryClosed()
 	}
-	hs.heard.CompareAndSwap(h, heardCarried)
+	hs.heard.CompareAndSwap(h, h|heardCarried)
 }
 
 // logFleetChanges writes a breaker line for each change of the fleet's
@@ -272,8 +331,8 @@ func (c *call) logFleetChanges() {
 		}
 		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
 			zap.String(FieldBreaker, c.host.key),
-			zap.String(FieldBreakerFrom, ch.From.breakerName()),
-			zap.String(FieldBreakerTo, ch.To.breakerName()),
+			zap.String(FieldBreakerFrom, ch.From.String()),
+			zap.String(FieldBreakerTo, ch.To.String()),
 			zap.Bool(FieldBreakerFleet, true),
 		})
 		if err != nil {

@@ -38,25 +38,14 @@ func TestFleetBreakerChangesAreBreakerLines(t *testing.T) {
 	h := newHarness(t, WithFleet(&changeFleet{host: ch}), WithBudget(0, time.Minute))
 	h.clock.freeze()
 	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
-	ch.made(FleetChange{FleetClosed, FleetOpen})
+	ch.made(FleetChange{FleetBreakerClosed, FleetBreakerOpen})
 	callAway(t, h)
-	ch.made(FleetChange{FleetOpen, FleetHalfOpen}, FleetChange{FleetHalfOpen, FleetClosed})
+	ch.made(FleetChange{FleetBreakerOpen, FleetBreakerHalfOpen}, FleetChange{FleetBreakerHalfOpen, FleetBreakerClosed})
 	callAway(t, h)
 	callAway(t, h) // nothing more to take: no line
 
-	type line struct{ from, to string }
-	var got []line
-	for _, e := range h.logs.FilterMessage(MsgBreaker).AllUntimed() {
-		m := e.ContextMap()
-		if m[FieldBreakerFleet] != true {
-			continue
-		}
-		if m[FieldBreaker] != fleetKey {
-			t.Errorf("a fleet breaker line names %v, want the host key %s", m[FieldBreaker], fleetKey)
-		}
-		got = append(got, line{m[FieldBreakerFrom].(string), m[FieldBreakerTo].(string)})
-	}
-	want := []line{{"closed", "open"}, {"open", "half_open"}, {"half_open", "closed"}}
+	got := fleetBreakerLines(t, h)
+	want := []fleetLine{{"closed", "open"}, {"open", "half_open"}, {"half_open", "closed"}}
 	if len(got) != len(want) {
 		t.Fatalf("fleet breaker lines %v, want %v", got, want)
 	}
@@ -65,4 +54,38 @@ func TestFleetBreakerChangesAreBreakerLines(t *testing.T) {
 			t.Fatalf("fleet breaker lines %v, want %v", got, want)
 		}
 	}
+}
+
+func TestFleetBreakerLineShowsAStateOutOfRange(t *testing.T) {
+	ch := &changeHost{awayHost: newAwayFleet(FleetClosed).host}
+	h := newHarness(t, WithFleet(&changeFleet{host: ch}))
+	h.clock.freeze()
+	h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+	ch.made(FleetChange{From: FleetBreakerOpen}, FleetChange{From: FleetBreakerState(9), To: FleetBreakerClosed})
+	callAway(t, h)
+	got := fleetBreakerLines(t, h)
+	want := []fleetLine{{"open", "FleetBreakerState(0)"}, {"FleetBreakerState(9)", "closed"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("fleet breaker lines %v, want %v", got, want)
+	}
+}
+
+type fleetLine struct{ from, to string }
+
+// fleetBreakerLines returns the from and to of the fleet's breaker lines
+// h logged, in order.
+func fleetBreakerLines(t *testing.T, h *harness) []fleetLine {
+	t.Helper()
+	var got []fleetLine
+	for _, e := range h.logs.FilterMessage(MsgBreaker).AllUntimed() {
+		m := e.ContextMap()
+		if m[FieldBreakerFleet] != true {
+			continue
+		}
+		if m[FieldBreaker] != fleetKey {
+			t.Errorf("a fleet breaker line names %v, want the host key %s", m[FieldBreaker], fleetKey)
+		}
+		got = append(got, fleetLine{m[FieldBreakerFrom].(string), m[FieldBreakerTo].(string)})
+	}
+	return got
 }

@@ -24,6 +24,12 @@ type awayHost struct {
 	// stale keeps State at its last value while the store is away: the
 	// moment before the Coordinator notices, when TryProbe fails.
 	stale atomic.Bool
+	// quiet is how many TryProbe calls answer no, with no error, without
+	// asking the store, away or not: as the Coordinator answers a call
+	// while another call's question is in flight.
+	quiet atomic.Int32
+	// grant makes TryProbe give this process the fleet's probe.
+	grant atomic.Bool
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -37,8 +43,9 @@ func newAwayFleet(st FleetState) *awayFleet {
 
 func (f *awayFleet) Host(string, FleetPolicy) FleetHost { return f.host }
 
-// goAway makes the store unreachable.
-func (h *awayHost) goAway() { h.away.Store(true) }
+// goAway makes the store unreachable, comeBack reachable again.
+func (h *awayHost) goAway()   { h.away.Store(true) }
+func (h *awayHost) comeBack() { h.away.Store(false) }
 
 func (h *awayHost) State() FleetState {
 	if h.away.Load() && !h.stale.Load() {
@@ -75,10 +82,14 @@ func (h *awayHost) Failed(context.Context, FleetFailure) (bool, error) {
 }
 
 func (h *awayHost) TryProbe(context.Context) (bool, error) {
+	if h.quiet.Add(-1) >= 0 {
+		return false, nil
+	}
+	h.quiet.Store(0)
 	if err := h.io("TryProbe"); err != nil {
 		return false, err
 	}
-	return false, nil
+	return h.grant.Load(), nil
 }
 
 func (h *awayHost) ProbeDone(context.Context, bool) error { return h.io("ProbeDone") }
@@ -272,4 +283,83 @@ func TestFleetLostWhileClosedLetsAnOpenLocalBreakerProbeAtOnce(t *testing.T) {
 	// rather than refusing until its own probe time.
 	wantSent(t, h, "the first call after the fleet is lost")
 	wantSent(t, h, "a call after the good probe")
+}
+
+func TestFleetLostIsCarriedOnceWhileStateStillReportsIt(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		name := "every TryProbe fails"
+		if quiet {
+			name = "a TryProbe answers no between failures"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newAwayFleet(FleetOpen)
+			h := newHarness(t, WithFleet(f))
+			h.clock.freeze()
+			h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+			wantRefused(t, h, "the fleet's breaker open")
+			f.host.stale.Store(true) // State says FleetOpen; TryProbe fails
+			f.host.goAway()
+			wantRefused(t, h, "the fleet lost")
+			h.clock.advance(DefaultBreakerProbe)
+			h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+			wantSent(t, h, "the local probe that finds the funder back")
+			if quiet {
+				f.host.quiet.Store(1)
+				wantRefused(t, h, "the fleet's no, as far as the FleetHost knows")
+			}
+			// The store still away: the local breaker, closed by its
+			// probe, decides; the fleet's open breaker is not carried
+			// into it again.
+			for range 5 {
+				wantSent(t, h, "a call after the good probe")
+			}
+		})
+	}
+}
+
+func TestFleetHeardAgainIsCarriedAgainWhenLostAgain(t *testing.T) {
+	for _, granted := range []bool{false, true} {
+		name := "a new state heard"
+		if granted {
+			name = "a probe granted"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newAwayFleet(FleetOpen)
+			h := newHarness(t, WithFleet(f))
+			h.clock.freeze()
+			h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+			wantRefused(t, h, "the fleet's breaker open")
+			f.host.stale.Store(true)
+			f.host.goAway()
+			wantRefused(t, h, "the fleet lost")
+			h.clock.advance(DefaultBreakerProbe)
+			h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+			wantSent(t, h, "the local probe that finds the funder back")
+			f.host.comeBack()
+			if granted {
+				// The fleet back, its breaker still open: this process
+				// gets its probe, which fails.
+				h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(503))
+				f.host.grant.Store(true)
+				wantSent(t, h, "the fleet's probe")
+				f.host.grant.Store(false)
+				h.mock.RegisterResponder(http.MethodGet, fleetURL, seq(200))
+			} else {
+				// The fleet back, its breaker closed, then open again
+				// (another process's failures).
+				f.host.state.Store(int32(FleetClosed))
+				wantSent(t, h, "the fleet's breaker closed")
+				f.host.state.Store(int32(FleetOpen))
+			}
+			wantRefused(t, h, "the fleet's breaker open")
+			f.host.goAway()
+			// Lost again: what it said this time is carried, once.
+			for range 5 {
+				wantRefused(t, h, "the fleet lost again while its breaker was open")
+			}
+			h.clock.advance(DefaultBreakerProbe)
+			wantSent(t, h, "the local probe that finds the funder back again")
+			wantSent(t, h, "a call after it")
+		})
+	}
 }

@@ -26,8 +26,9 @@ type hostState struct {
 	throttle *retryThrottle
 	fleet    FleetHost // nil without WithFleet
 	// heard is the fleet's state of the host as its calls last heard it
-	// (FleetOpen or FleetClosed), or heardCarried once carried into the
-	// local breaker after the fleet was lost (see call.carryFleet).
+	// (FleetOpen or FleetClosed; FleetUnknown if never), with the bit
+	// heardCarried once carried into the local breaker after the fleet
+	// was lost (see call.carryFleet).
 	heard atomic.Int32
 	// fleetLog is fleet as a FleetChangeLog, nil if it is not one.
 	fleetLog FleetChangeLog

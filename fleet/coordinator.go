@@ -392,7 +392,7 @@ func (h *coordHost) LastHeard() (grantretry.FleetState, time.Duration) {
 }
 
 // change notes a change of the fleet's breaker that this process made.
-func (h *coordHost) change(from, to grantretry.FleetState) {
+func (h *coordHost) change(from, to grantretry.FleetBreakerState) {
 	h.cmu.Lock()
 	defer h.cmu.Unlock()
 	if len(h.changes) >= maxChanges {
@@ -612,7 +612,7 @@ func (h *coordHost) failed(ctx context.Context, f grantretry.FleetFailure, lastO
 		// This report opened the fleet's breaker, and its lease runs
 		// the probe wait from the statement's time.
 		h.leaseAtLeast(asked + p.Probe)
-		h.change(grantretry.FleetClosed, grantretry.FleetOpen)
+		h.change(grantretry.FleetBreakerClosed, grantretry.FleetBreakerOpen)
 	}
 	h.set(open)
 	if maxTokens > 0 {
@@ -644,7 +644,7 @@ func (h *coordHost) TryProbe(ctx context.Context) (bool, error) {
 		defer h.asking.Store(false)
 		got, err := h.tryProbe(qctx)
 		if got {
-			h.change(grantretry.FleetOpen, grantretry.FleetHalfOpen)
+			h.change(grantretry.FleetBreakerOpen, grantretry.FleetBreakerHalfOpen)
 		}
 		if got && !st.CompareAndSwap(0, 2) {
 			h.leased.Store(h.probeAfter.Load()) // for the next call
@@ -693,7 +693,7 @@ func (h *coordHost) tryProbe(ctx context.Context) (bool, error) {
 // failed one keeps it open, and the lease it holds spaces the next probe.
 func (h *coordHost) ProbeDone(ctx context.Context, ok bool) error {
 	if !ok {
-		h.change(grantretry.FleetHalfOpen, grantretry.FleetOpen)
+		h.change(grantretry.FleetBreakerHalfOpen, grantretry.FleetBreakerOpen)
 		return nil
 	}
 	return h.c.detach(ctx, h.probeOK)
@@ -706,7 +706,7 @@ func (h *coordHost) probeOK(ctx context.Context) error {
 		SELECT pg_notify($2, 'closed ' || host) FROM u, `+asyncCommit, h.key, Channel)
 	if err == nil {
 		// The change first: a call that hears the breaker closed finds it.
-		h.change(grantretry.FleetHalfOpen, grantretry.FleetClosed)
+		h.change(grantretry.FleetBreakerHalfOpen, grantretry.FleetBreakerClosed)
 		h.set(false)
 	}
 	return err

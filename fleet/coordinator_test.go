@@ -38,7 +38,7 @@ type probeLog struct {
 }
 
 func (l *probeLog) Host(key string, p grantretry.FleetPolicy) grantretry.FleetHost {
-	return probeLogHost{l.Fleet.Host(key, p), l}
+	return probeLogHost{l.Fleet.Host(key, p).(recallingHost), l}
 }
 
 func (l *probeLog) add(s string) {
@@ -53,19 +53,29 @@ func (l *probeLog) String() string {
 	return strings.Join(l.log, "; ")
 }
 
-type probeLogHost struct {
+// recallingHost is a FleetHost that is a FleetRecall and a FleetChangeLog
+// too, as the Coordinator's are: probeLogHost embeds it whole, since the
+// Transport finds those by the FleetHost it gets, and a wrapper that
+// embedded only the FleetHost would hide them.
+type recallingHost interface {
 	grantretry.FleetHost
+	grantretry.FleetRecall
+	grantretry.FleetChangeLog
+}
+
+type probeLogHost struct {
+	recallingHost
 	l *probeLog
 }
 
 func (h probeLogHost) TryProbe(ctx context.Context) (bool, error) {
-	ok, err := h.FleetHost.TryProbe(ctx)
+	ok, err := h.recallingHost.TryProbe(ctx)
 	h.l.add(fmt.Sprintf("TryProbe: %v, %v", ok, err))
 	return ok, err
 }
 
 func (h probeLogHost) ProbeDone(ctx context.Context, ok bool) error {
-	err := h.FleetHost.ProbeDone(ctx, ok)
+	err := h.recallingHost.ProbeDone(ctx, ok)
 	h.l.add(fmt.Sprintf("ProbeDone(%v): %v", ok, err))
 	return err
 }

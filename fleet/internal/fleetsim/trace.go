@@ -53,14 +53,41 @@ func (f tracedFleet) Host(key string, p grantretry.FleetPolicy) grantretry.Fleet
 	}
 	f.tr.hosts[f.proc] = h
 	f.tr.mu.Unlock()
-	return &tracedHost{FleetHost: h, tr: f.tr, proc: f.proc}
+	th := &tracedHost{FleetHost: h, tr: f.tr, proc: f.proc}
+	th.recall, _ = h.(grantretry.FleetRecall)
+	th.changes, _ = h.(grantretry.FleetChangeLog)
+	return th
 }
 
+// tracedHost traces a FleetHost's questions. It is a FleetRecall and a
+// FleetChangeLog whatever it wraps, and passes them on: embedding the
+// FleetHost passes on only its methods, and the Transport, finding
+// neither interface, would never carry the fleet's probe time nor write
+// the fleet's breaker lines.
 type tracedHost struct {
 	grantretry.FleetHost
-	tr   *tracer
-	proc int
-	seen atomic.Int32
+	recall  grantretry.FleetRecall    // nil if FleetHost is none
+	changes grantretry.FleetChangeLog // nil if FleetHost is none
+	tr      *tracer
+	proc    int
+	seen    atomic.Int32
+}
+
+// LastHeard is the wrapped host's; one that recalls nothing answers as a
+// FleetRecall that never heard the fleet.
+func (h *tracedHost) LastHeard() (grantretry.FleetState, time.Duration) {
+	if h.recall == nil {
+		return grantretry.FleetUnknown, -1
+	}
+	return h.recall.LastHeard()
+}
+
+// TakeChanges is the wrapped host's; nil for one that logs none.
+func (h *tracedHost) TakeChanges() []grantretry.FleetChange {
+	if h.changes == nil {
+		return nil
+	}
+	return h.changes.TakeChanges()
 }
 
 func (h *tracedHost) State() grantretry.FleetState {
