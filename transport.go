@@ -796,6 +796,7 @@ type sentAttempt struct {
 	// The ClassifyFunc's verdict on resp, when it gave one.
 	class      Classification
 	classified bool
+	ends       time.Time     // when the attempt timeout cuts it; zero: none
 	trace      *attemptTrace // what net/http did on the wire, when watched
 	span       trace.Span    // the attempt's, nil without a tracer
 }
@@ -812,6 +813,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		actx, acancel := context.WithCancelCause(ctx)
 		stopped := false // guarded by timerMu: a late callback of this attempt's timer does nothing
 		timer := time.AfterFunc(d, func() { c.expire(acancel, errAttemptTimeout, &stopped) })
+		a.ends = time.Now().Add(d)
 		ctx, cancel = actx, acancel
 		a.stop = func(release bool) {
 			if !timer.Stop() {
@@ -873,17 +875,36 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		}
 		a.resp, a.err = nil, fmt.Errorf("%w (%v)", errResendStopped, a.err)
 	}
-	if a.resp != nil && a.resp.StatusCode >= 400 {
-		// Before the hold: reading the body is still the attempt's, and
-		// its timers bound it.
-		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp)
-	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
 		// with it: the attempt is what the timer says it is.
 		closeResp(a.resp)
 		a.resp, a.err = nil, ctx.Err()
 	}
+	if a.resp != nil && a.resp.StatusCode >= 400 {
+		// After the hold: the answer came within the attempt, and no
+		// timer may cut it while its body is read. The read's own wait
+		// ends before the attempt's time and the call's do.
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends))
+	}
+}
+
+// peekWait is how long the body of a held response may be waited for: at
+// most maxPeekWait, and never past the attempt's end (zero: none), the
+// call's deadline or the caller's.
+func (c *call) peekWait(ctx context.Context, attemptEnds time.Time) time.Duration {
+	now := time.Now()
+	wait := maxPeekWait
+	if !attemptEnds.IsZero() {
+		wait = min(wait, attemptEnds.Sub(now))
+	}
+	if at := c.dlAt.Load(); at != 0 {
+		wait = min(wait, deadlineTime(at).Sub(now))
+	}
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, d.Sub(now))
+	}
+	return wait
 }
 
 // verdict classifies one attempt. A non-empty disposition means the call
