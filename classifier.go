@@ -40,21 +40,27 @@ func WithClassifier(fn ClassifyFunc) Option {
 // status (see peekBody), and for at most wait; otherwise the limits see
 // the headers alone. A body that has not arrived by then is not judged:
 // fn is not asked, and the limits see the headers alone, so that a slow
-// body never turns the status's verdict into a retry.
-func classifyResponse(fn ClassifyFunc, resp *http.Response, wait time.Duration) (Classification, bool) {
-	if fn == nil && !limitsReadBody(resp.StatusCode) {
-		return classifyPeek(ClassifyLimits, resp, nil)
-	}
-	peek, ok := peekBody(resp, wait)
-	if !ok {
-		return classifyPeek(ClassifyLimits, resp, nil)
-	}
-	if fn != nil {
-		if v, ok := classifyPeek(fn, resp, peek); ok {
-			return v, true
+// body never turns the status's verdict into a retry. received is the
+// Transport's Clock when the answer arrived, which a quota's TimeSpan
+// counts from.
+func classifyResponse(fn ClassifyFunc, resp *http.Response, wait time.Duration, received time.Time) (Classification, bool) {
+	var peek []byte
+	if fn != nil || limitsReadBody(resp.StatusCode) {
+		var ok bool
+		if peek, ok = peekBody(resp, wait); !ok {
+			fn = nil
 		}
 	}
-	return classifyPeek(ClassifyLimits, resp, peek)
+	if fn != nil {
+		if v, ok := fn(resp, peek); ok {
+			return withStatus(resp, v), true
+		}
+	}
+	v, ok := classifyLimits(resp, peek, received)
+	if !ok {
+		return Classification{}, false
+	}
+	return withStatus(resp, v), true
 }
 
 // maxPeekWait bounds the wait for the body a classifier reads: the body of
@@ -124,13 +130,9 @@ func (p *peeking) Read(b []byte) (int, error) {
 
 func (p *peeking) Close() error { return p.body.Close() }
 
-// classifyPeek runs fn and builds the reported reason: the status's form,
-// then fn's reason.
-func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte) (Classification, bool) {
-	v, ok := fn(resp, peek)
-	if !ok {
-		return Classification{}, false
-	}
+// withStatus builds a classifier's reported reason: the status's form,
+// then the classifier's reason.
+func withStatus(resp *http.Response, v Classification) Classification {
 	kind := "terminal:"
 	switch {
 	case v.Owed:
@@ -143,7 +145,7 @@ func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte) (Classifica
 		reason += ";" + v.Reason
 	}
 	v.Reason = capText(reason)
-	return v, true
+	return v
 }
 
 // errorReader fails every read with err.

@@ -25,11 +25,15 @@ import (
 // The first rule that matches gives the verdict, and its name is the
 // Reason ("owed:429;aws:LimitExceededException"). Azure API Management's
 // quota says when it refills as a .NET TimeSpan ("22.14:18:12", days and
-// hours:minutes:seconds): NotBefore is that long after the response's Date
-// header, or after the time of reading when it has none, and zero when the
-// text gives no TimeSpan. For the 403 with a Retry-After, NotBefore is
-// left zero: the Transport reads the Retry-After on its Clock, as it does
-// for every Owed verdict. A 429 or 503 with a Retry-After needs no rule:
+// hours:minutes:seconds): called on its own, ClassifyLimits counts it from
+// the response's Date header, or from the time of reading when it has none
+// that parses, and leaves NotBefore zero when the text gives no TimeSpan.
+// A [Transport] counts it instead from its [Clock] ([WithClock]) when the
+// answer arrived, since a funder's Date may be stale or skewed, and then
+// completes it as every Owed verdict (see [Classification.Owed]): a
+// Retry-After on the same answer that ends later wins, and a time already
+// past is now. For the 403 with a Retry-After, NotBefore is left zero: the
+// Transport reads the Retry-After on its Clock. A 429 or 503 with a Retry-After needs no rule:
 // the Transport waits it out within the call's budget, and a wait past the
 // deadline makes the call owed until then (see Classification.Owed).
 //
@@ -38,6 +42,13 @@ import (
 // (of body, at most MaxClassifyPeek bytes), never resp.Body; it is a pure
 // function, safe for concurrent use.
 func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
+	return classifyLimits(resp, body, time.Time{})
+}
+
+// classifyLimits is ClassifyLimits, with a quota's TimeSpan counted from
+// received, the Transport's Clock when the answer arrived; zero: from the
+// response's Date, or the time of reading.
+func classifyLimits(resp *http.Response, body []byte, received time.Time) (Classification, bool) {
 	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return Classification{}, false
 	}
@@ -47,7 +58,7 @@ func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
 	for i := range limitRules {
 		r := &limitRules[i]
 		if r.matches(resp, body) {
-			return r.verdict(resp, body), true
+			return r.verdict(resp, body, received), true
 		}
 	}
 	return Classification{}, false
@@ -134,7 +145,7 @@ func (r *limitRule) matches(resp *http.Response, body []byte) bool {
 	return r.contains == "" || bytes.Contains(body, []byte(r.contains))
 }
 
-func (r *limitRule) verdict(resp *http.Response, body []byte) Classification {
+func (r *limitRule) verdict(resp *http.Response, body []byte, received time.Time) Classification {
 	switch r.kind {
 	case limitTransient:
 		return Classification{Retryable: true, Reason: r.name}
@@ -142,7 +153,10 @@ func (r *limitRule) verdict(resp *http.Response, body []byte) Classification {
 		c := Classification{Owed: true, Reason: r.name}
 		_, after, _ := bytes.Cut(body, []byte(r.contains))
 		if d, ok := parseTimeSpan(after); ok {
-			c.NotBefore = responseTime(resp).Add(d)
+			if received.IsZero() {
+				received = responseTime(resp)
+			}
+			c.NotBefore = received.Add(d)
 		}
 		return c
 	}

@@ -885,7 +885,8 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		// After the hold: the answer came within the attempt, and no
 		// timer may cut it while its body is read. The read's own wait
 		// ends before the attempt's time and the call's do.
-		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends))
+		received := c.t.clock.Now()
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends), received)
 	}
 }
 
@@ -957,15 +958,17 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	return v, "", ""
 }
 
-// owed completes an Owed verdict: it is not retried, and a NotBefore the
-// verdict left zero is the end of the response's Retry-After, if it has one.
+// owed completes an Owed verdict: it is not retried, its NotBefore is the
+// end of the response's Retry-After when that is later (the funder said
+// not before then), and a NotBefore already past is now.
 func (c *call) owed(resp *http.Response, v Classification) Classification {
 	v.Retryable = false
-	if v.NotBefore.IsZero() {
-		now := c.t.clock.Now()
-		if after, ok := retryAfter(resp.Header, now); ok {
-			v.NotBefore = now.Add(after)
-		}
+	now := c.t.clock.Now()
+	if after, ok := retryAfter(resp.Header, now); ok && now.Add(after).After(v.NotBefore) {
+		v.NotBefore = now.Add(after)
+	}
+	if !v.NotBefore.IsZero() && v.NotBefore.Before(now) {
+		v.NotBefore = now
 	}
 	return v
 }

@@ -69,7 +69,9 @@ func TestClassifyReadsAStatusLine(t *testing.T) {
 	dir := t.TempDir()
 	h := filepath.Join(dir, "answer.headers")
 	b := filepath.Join(dir, "answer.body")
-	os.WriteFile(h, []byte("HTTP/1.1 403 Quota Exceeded\r\ncontent-type: application/json\r\nretry-after: 504\r\n\r\n"), 0o600)
+	// The answer's Date is days stale: the quota counts from when the
+	// answer arrives, on the Transport's clock, not from it.
+	os.WriteFile(h, []byte("HTTP/1.1 403 Quota Exceeded\r\ncontent-type: application/json\r\ndate: Mon, 30 Nov 2026 03:00:00 GMT\r\nretry-after: 504\r\n\r\n"), 0o600)
 	os.WriteFile(b, []byte(`{"statusCode": 403, "message": "Out of call volume quota. Quota will be replenished in 00:08:24."}`), 0o600)
 	code, out, _ := classifyRun(t, "-headers", h, b)
 	if code != exitOK || !strings.Contains(out, "verdict:     owed:403;azure:quota") || !strings.Contains(out, "(in 8m24s)") {
