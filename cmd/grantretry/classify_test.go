@@ -39,7 +39,7 @@ func TestClassifyPrintsWhatTheTransportDoes(t *testing.T) {
 		{"a 403 read by no rule", []string{"-status", "403", filepath.Join(soap, "savon-cxf-server.body")},
 			[]string{"verdict:     terminal:403", "meaning:     a refusal: the same request meets this answer again", "ends:        failed_terminal (terminal) after 1 attempt"}},
 		{"metro schema validation, soap", []string{"-classifier", "soap", filepath.Join(soap, "metro-server-schema-validation.body")},
-			[]string{"answer:      500, ", "verdict:     terminal:500;xsd:validation", "retried:     no"}},
+			[]string{"answer:      500 (assumed: ", "verdict:     terminal:500;xsd:validation", "retried:     no"}},
 		{"metro schema validation, no classifier", []string{filepath.Join(soap, "metro-server-schema-validation.body")},
 			[]string{"verdict:     transient:500", "retried:     yes, 4 times"}},
 		{"simpler soap certificate, grantsgov", []string{"-classifier", "grantsgov", filepath.Join(corpus, "simpler-soap-certificate-not-configured.body")},
