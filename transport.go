@@ -752,7 +752,12 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	c.fleetVerdict(a.resp, v, brk)
 
 	d := decision{disp: disp, stop: stop}
-	c.out.NotBefore = v.NotBefore
+	// An owed call's alone (see Outcome.NotBefore); decide sets it for a
+	// Retry-After past the deadline.
+	c.out.NotBefore = time.Time{}
+	if stop == StopOwedLater {
+		c.out.NotBefore = v.NotBefore
+	}
 	if disp == "" {
 		d = c.decide(a.resp)
 	}
