@@ -20,7 +20,7 @@ import (
 //	azure:quota                    403, "Quota will be replenished in"   owed until then
 //	salesforce:concurrent_limit    403, "ConcurrentPerOrgLongTxn Limit exceeded"  transient
 //	salesforce:REQUEST_LIMIT_EXCEEDED  403, "REQUEST_LIMIT_EXCEEDED"     owed (the rolling 24-hour limit)
-//	quota:retry_after              403 with a Retry-After                 owed until then (Blackbaud SKY)
+//	quota:retry_after              403 with a Retry-After that parses     owed until then (Blackbaud SKY)
 //
 // The first rule that matches gives the verdict, and its name is the
 // Reason ("owed:429;aws:LimitExceededException"). Azure API Management's
@@ -82,8 +82,11 @@ type limitRule struct {
 	header   string // a header it carries, canonical; "" if none
 	value    string // that header's value, or its start before ":"; "" if any value
 	contains string // a text in the body, matched as written; "" if none
-	kind     limitKind
-	source   string // where the answer is documented
+	// The header is a Retry-After, which must say when (ParseRetryAfter):
+	// one that does not is no answer of the platform's.
+	retryAfter bool
+	kind       limitKind
+	source     string // where the answer is documented
 }
 
 // limitRules is ClassifyLimits' table, in the order it is tried: the more
@@ -111,7 +114,7 @@ var limitRules = []limitRule{
 		source: "Salesforce REST API, the rolling 24-hour API request limit (403 [{\"message\":\"TotalRequests Limit exceeded.\",\"errorCode\":\"REQUEST_LIMIT_EXCEEDED\"}]): Salesforce REST API Developer Guide, Status Codes and Error Responses",
 	},
 	{
-		name: "quota:retry_after", status: http.StatusForbidden, header: "Retry-After", kind: limitOwed,
+		name: "quota:retry_after", status: http.StatusForbidden, header: "Retry-After", retryAfter: true, kind: limitOwed,
 		source: "Blackbaud SKY API's daily quota (community.blackbaud.com/discussion/75819), enforced by the Azure API Management in front of it, whose quota answer is a 403 with a Retry-After (learn.microsoft.com/en-us/azure/api-management/quota-policy)",
 	},
 }
@@ -134,6 +137,11 @@ func (r *limitRule) matches(resp *http.Response, body []byte) bool {
 		vs := resp.Header[r.header]
 		if len(vs) == 0 {
 			return false
+		}
+		if r.retryAfter {
+			if _, ok := retryAfter(resp.Header, time.Time{}); !ok {
+				return false
+			}
 		}
 		if r.value != "" {
 			v := strings.TrimSpace(vs[0])
