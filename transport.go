@@ -745,7 +745,14 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // ("" unless the attempt alone ends the call). A response it returns is
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
-	v, disp, stop := c.verdict(a)
+	// One reading of the Clock judges a failed attempt, so that whether a
+	// Retry-After ends past the deadline, when an owed call may be sent,
+	// and whether a wait fits the budget all agree. A success needs none.
+	var now time.Time
+	if a.err != nil || a.resp.StatusCode >= 400 {
+		now = c.t.clock.Now()
+	}
+	v, disp, stop := c.verdict(a, now)
 	brk := c.breakerVerdict(a.err, v, disp, p.probe || c.fleet.probe)
 	p.give(brk)
 	c.throttleVerdict(a.resp, v, disp)
@@ -759,7 +766,7 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 		c.out.NotBefore = v.NotBefore
 	}
 	if disp == "" {
-		d = c.decide(a.resp)
+		d = c.decide(a.resp, now)
 	}
 	c.out.Reason = v.Reason
 	c.out.Status = 0
@@ -916,7 +923,7 @@ func (c *call) peekWait(ctx context.Context, attemptEnds time.Time) time.Duratio
 // verdict classifies one attempt. A non-empty disposition means the call
 // ends here whatever the budget says: the caller cancelled, or the call's
 // deadline cut the attempt short.
-func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
+func (c *call) verdict(a sentAttempt, now time.Time) (Classification, Disposition, string) {
 	resp, err := a.resp, a.err
 	if err == nil {
 		v := c.pol.sets.classify(resp.StatusCode, nil)
@@ -927,11 +934,11 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
 		case v.Owed:
-			return c.owed(resp, v), DeadLetter, StopOwedLater
+			return owed(resp, v, now), DeadLetter, StopOwedLater
 		case !v.Retryable:
 			return v, FailedTerminal, StopTerminal
 		}
-		if until, ok := c.retryAfterPastDeadline(resp); ok {
+		if until, ok := c.retryAfterPastDeadline(resp, now); ok {
 			reason := "owed:" + strconv.Itoa(resp.StatusCode) + ";retry_after"
 			return Classification{Owed: true, NotBefore: until, Reason: reason}, DeadLetter, StopOwedLater
 		}
@@ -966,9 +973,8 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 // owed completes an Owed verdict: it is not retried, its NotBefore is the
 // end of the response's Retry-After when that is later (the funder said
 // not before then), and a NotBefore already past is now.
-func (c *call) owed(resp *http.Response, v Classification) Classification {
+func owed(resp *http.Response, v Classification, now time.Time) Classification {
 	v.Retryable = false
-	now := c.t.clock.Now()
 	if after, ok := retryAfter(resp.Header, now); ok && now.Add(after).After(v.NotBefore) {
 		v.NotBefore = now.Add(after)
 	}
@@ -983,12 +989,11 @@ func (c *call) owed(resp *http.Response, v Classification) Classification {
 // that could otherwise retry: the funder will take the request then, and a
 // worker must not wait for it. A request that cannot be sent again is left
 // to decide, whose stop reason says why.
-func (c *call) retryAfterPastDeadline(resp *http.Response) (time.Time, bool) {
+func (c *call) retryAfterPastDeadline(resp *http.Response, now time.Time) (time.Time, bool) {
 	if len(resp.Header["Retry-After"]) == 0 || !c.p.replayable() ||
 		(!idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "") {
 		return time.Time{}, false
 	}
-	now := c.t.clock.Now()
 	after, ok := retryAfter(resp.Header, now)
 	if !ok || after < c.budget.deadline.Sub(now) {
 		return time.Time{}, false
@@ -1034,15 +1039,15 @@ func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Dispo
 	}
 }
 
-// decide settles whether a transient failure is retried, and after how long.
-func (c *call) decide(resp *http.Response) decision {
+// decide settles whether a transient failure is retried, and after how
+// long, at now.
+func (c *call) decide(resp *http.Response, now time.Time) decision {
 	if !c.p.replayable() {
 		return decision{stop: StopNotReplayable, disp: DeadLetter}
 	}
 	if !idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "" {
 		return decision{stop: StopNotIdempotent, disp: DeadLetter}
 	}
-	now := c.t.clock.Now()
 	jitter := fullJitter(c.pol.rand, c.budget.spent, c.pol.base, c.pol.cap)
 	var after time.Duration
 	hasAfter := false
