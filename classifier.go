@@ -19,9 +19,10 @@ import (
 // or the call's deadline. A body not read by then is not judged: fn is not
 // asked, ClassifyLimits sees the headers alone, and the status's verdict
 // stands, so a slow body never makes a refusal a retry. The caller still
-// receives the whole body, byte for byte, when the response is returned. The breaker, the throttle, the
-// audit lines and the outcome follow fn's verdict, and its reason is
-// reported after the status's ("terminal:500;soap:Client").
+// receives the whole body, byte for byte, when the response is returned.
+// The breaker, the throttle, the audit lines and the outcome follow fn's
+// verdict, and its reason is reported after the status's
+// ("terminal:500;soap:Client").
 // ClassifySOAPFault is one such function; ClassifyFirst and ClassifyRules
 // put a funder's own texts in front of it. fn must not be nil.
 func WithClassifier(fn ClassifyFunc) Option {

@@ -30,17 +30,18 @@ import (
 // that parses, and leaves NotBefore zero when the text gives no TimeSpan.
 // A [Transport] counts it instead from its [Clock] ([WithClock]) when the
 // answer arrived, since a funder's Date may be stale or skewed, and then
-// completes it as every Owed verdict (see [Classification.Owed]): a
+// completes it as every Owed verdict (see [Classification.NotBefore]): a
 // Retry-After on the same answer that ends later wins, and a time already
 // past is now. For the 403 with a Retry-After, NotBefore is left zero: the
-// Transport reads the Retry-After on its Clock. A 429 or 503 with a Retry-After needs no rule:
-// the Transport waits it out within the call's budget, and a wait past the
-// deadline makes the call owed until then (see Classification.Owed).
+// Transport reads the Retry-After on its Clock. A 429 or 503 with a
+// Retry-After needs no rule: the Transport waits it out within the call's
+// budget, and a wait past the deadline makes the call owed until then (see
+// [Classification.Owed]).
 //
 // ok is false, leaving the verdict to the status sets, for any other
-// response, and for any status outside 400 to 599. It reads body only for a 403
-// (of body, at most MaxClassifyPeek bytes), never resp.Body; it is a pure
-// function, safe for concurrent use.
+// response, and for any status outside 400 to 599. It reads body only for
+// a 403 (of body, at most MaxClassifyPeek bytes), never resp.Body, and
+// changes nothing; it is safe for concurrent use.
 func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
 	return classifyLimits(resp, body, time.Time{})
 }
