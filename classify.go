@@ -53,9 +53,10 @@ type Classification struct {
 	// call's deadline is made Owed the same way.
 	Owed bool
 	// NotBefore is when the funder said it will take the request, if it
-	// said: the Transport copies it to [Outcome.NotBefore]. Zero when it
-	// did not say; for an Owed verdict whose response carries a
-	// Retry-After, the Transport then reads that, on its [Clock].
+	// said. For an Owed verdict the Transport reports it in
+	// [Outcome.NotBefore], made no earlier than the end of the response's
+	// Retry-After, read on its [Clock], and no earlier than the Clock's
+	// now. Zero when the funder did not say.
 	NotBefore time.Time
 	// Applied says this answer, to a resend, tells that an earlier attempt
 	// of the call was applied (a duplicate the funder recognised). A

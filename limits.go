@@ -20,24 +20,36 @@ import (
 //	azure:quota                    403, "Quota will be replenished in"   owed until then
 //	salesforce:concurrent_limit    403, "ConcurrentPerOrgLongTxn Limit exceeded"  transient
 //	salesforce:REQUEST_LIMIT_EXCEEDED  403, "REQUEST_LIMIT_EXCEEDED"     owed (the rolling 24-hour limit)
-//	quota:retry_after              403 with a Retry-After                 owed until then (Blackbaud SKY)
+//	quota:retry_after              403 with a Retry-After that parses     owed until then (Blackbaud SKY)
 //
 // The first rule that matches gives the verdict, and its name is the
 // Reason ("owed:429;aws:LimitExceededException"). Azure API Management's
 // quota says when it refills as a .NET TimeSpan ("22.14:18:12", days and
-// hours:minutes:seconds): NotBefore is that long after the response's Date
-// header, or after the time of reading when it has none, and zero when the
-// text gives no TimeSpan. For the 403 with a Retry-After, NotBefore is
-// left zero: the Transport reads the Retry-After on its Clock, as it does
-// for every Owed verdict. A 429 or 503 with a Retry-After needs no rule:
-// the Transport waits it out within the call's budget, and a wait past the
-// deadline makes the call owed until then (see Classification.Owed).
+// hours:minutes:seconds): called on its own, ClassifyLimits counts it from
+// the response's Date header, or from the time of reading when it has none
+// that parses, and leaves NotBefore zero when the text gives no TimeSpan.
+// A [Transport] counts it instead from its [Clock] ([WithClock]) when the
+// answer arrived, since a funder's Date may be stale or skewed, and then
+// completes it as every Owed verdict (see [Classification.NotBefore]): a
+// Retry-After on the same answer that ends later wins, and a time already
+// past is now. For the 403 with a Retry-After, NotBefore is left zero: the
+// Transport reads the Retry-After on its Clock. A 429 or 503 with a
+// Retry-After needs no rule: the Transport waits it out within the call's
+// budget, and a wait past the deadline makes the call owed until then (see
+// [Classification.Owed]).
 //
 // ok is false, leaving the verdict to the status sets, for any other
-// response, and for any status outside 400 to 599. It reads body only for a 403
-// (of body, at most MaxClassifyPeek bytes), never resp.Body; it is a pure
-// function, safe for concurrent use.
+// response, and for any status outside 400 to 599. It reads body only for
+// a 403 (of body, at most MaxClassifyPeek bytes), never resp.Body, and
+// changes nothing; it is safe for concurrent use.
 func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
+	return classifyLimits(resp, body, time.Time{})
+}
+
+// classifyLimits is ClassifyLimits, with a quota's TimeSpan counted from
+// received, the Transport's Clock when the answer arrived; zero: from the
+// response's Date, or the time of reading.
+func classifyLimits(resp *http.Response, body []byte, received time.Time) (Classification, bool) {
 	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return Classification{}, false
 	}
@@ -47,7 +59,7 @@ func ClassifyLimits(resp *http.Response, body []byte) (Classification, bool) {
 	for i := range limitRules {
 		r := &limitRules[i]
 		if r.matches(resp, body) {
-			return r.verdict(resp, body), true
+			return r.verdict(resp, body, received), true
 		}
 	}
 	return Classification{}, false
@@ -71,8 +83,11 @@ type limitRule struct {
 	header   string // a header it carries, canonical; "" if none
 	value    string // that header's value, or its start before ":"; "" if any value
 	contains string // a text in the body, matched as written; "" if none
-	kind     limitKind
-	source   string // where the answer is documented
+	// The header is a Retry-After, which must say when (ParseRetryAfter):
+	// one that does not is no answer of the platform's.
+	retryAfter bool
+	kind       limitKind
+	source     string // where the answer is documented
 }
 
 // limitRules is ClassifyLimits' table, in the order it is tried: the more
@@ -100,7 +115,7 @@ var limitRules = []limitRule{
 		source: "Salesforce REST API, the rolling 24-hour API request limit (403 [{\"message\":\"TotalRequests Limit exceeded.\",\"errorCode\":\"REQUEST_LIMIT_EXCEEDED\"}]): Salesforce REST API Developer Guide, Status Codes and Error Responses",
 	},
 	{
-		name: "quota:retry_after", status: http.StatusForbidden, header: "Retry-After", kind: limitOwed,
+		name: "quota:retry_after", status: http.StatusForbidden, header: "Retry-After", retryAfter: true, kind: limitOwed,
 		source: "Blackbaud SKY API's daily quota (community.blackbaud.com/discussion/75819), enforced by the Azure API Management in front of it, whose quota answer is a 403 with a Retry-After (learn.microsoft.com/en-us/azure/api-management/quota-policy)",
 	},
 }
@@ -124,6 +139,11 @@ func (r *limitRule) matches(resp *http.Response, body []byte) bool {
 		if len(vs) == 0 {
 			return false
 		}
+		if r.retryAfter {
+			if _, ok := retryAfter(resp.Header, time.Time{}); !ok {
+				return false
+			}
+		}
 		if r.value != "" {
 			v := strings.TrimSpace(vs[0])
 			if v != r.value && !strings.HasPrefix(v, r.value+":") {
@@ -134,7 +154,7 @@ func (r *limitRule) matches(resp *http.Response, body []byte) bool {
 	return r.contains == "" || bytes.Contains(body, []byte(r.contains))
 }
 
-func (r *limitRule) verdict(resp *http.Response, body []byte) Classification {
+func (r *limitRule) verdict(resp *http.Response, body []byte, received time.Time) Classification {
 	switch r.kind {
 	case limitTransient:
 		return Classification{Retryable: true, Reason: r.name}
@@ -142,7 +162,10 @@ func (r *limitRule) verdict(resp *http.Response, body []byte) Classification {
 		c := Classification{Owed: true, Reason: r.name}
 		_, after, _ := bytes.Cut(body, []byte(r.contains))
 		if d, ok := parseTimeSpan(after); ok {
-			c.NotBefore = responseTime(resp).Add(d)
+			if received.IsZero() {
+				received = responseTime(resp)
+			}
+			c.NotBefore = received.Add(d)
 		}
 		return c
 	}

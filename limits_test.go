@@ -16,7 +16,7 @@ import (
 	"github.com/jarcoal/httpmock"
 )
 
-// limitSample is a real answer kept in testdata/limits and what grantretry
+// limitSample is a sample kept in testdata/limits and what grantretry
 // makes of it: ClassifyLimits' verdict (reason "" means it declines and
 // the status decides), and how a call through a Transport with the
 // default policy ends.
@@ -45,7 +45,8 @@ var limitSamples = []limitSample{
 const sampleDate = "Fri, 04 Dec 2026 18:00:00 GMT"
 
 // readLimitSample reads a sample of testdata/limits: its status (the
-// .source's first line), headers (with a Date if it has none) and body.
+// .source's first line, which the headers' status line, if any, must
+// agree with), headers (with a Date if it has none) and body.
 func readLimitSample(t testing.TB, name string) (int, http.Header, []byte) {
 	t.Helper()
 	dir := filepath.Join("testdata", "limits")
@@ -68,6 +69,13 @@ func readLimitSample(t testing.TB, name string) (int, http.Header, []byte) {
 		defer f.Close()
 		s := bufio.NewScanner(f)
 		for s.Scan() {
+			if line, ok := strings.CutPrefix(s.Text(), "HTTP/"); ok {
+				_, code, _ := strings.Cut(line, " ")
+				if code, _, _ = strings.Cut(code, " "); code != strconv.Itoa(status) {
+					t.Fatalf("sample %s: the headers' status line %q disagrees with the source's %d", name, s.Text(), status)
+				}
+				continue
+			}
 			if k, v, ok := strings.Cut(s.Text(), ":"); ok {
 				h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
@@ -79,7 +87,7 @@ func readLimitSample(t testing.TB, name string) (int, http.Header, []byte) {
 	return status, h, body
 }
 
-func TestClassifyLimitsRealAnswers(t *testing.T) {
+func TestClassifyLimitsOnTheSamples(t *testing.T) {
 	seen := map[string]bool{}
 	for _, s := range limitSamples {
 		seen[s.name] = true

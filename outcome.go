@@ -70,10 +70,11 @@ type Outcome struct {
 	// ErrAuditTrail when the trail failed.
 	RecordErr error
 	// NotBefore is when the funder said it will take the request again,
-	// for a call that ended with StopOwedLater: the verdict's
-	// [Classification.NotBefore], or the end of the wait its Retry-After
-	// asked for, on the Transport's [Clock]. Zero when the funder did not
-	// say, and for every other stop reason.
+	// for a call that ended with StopOwedLater: the later of the verdict's
+	// [Classification.NotBefore] and the end of the wait its Retry-After
+	// asked for, on the Transport's [Clock], and never before that Clock's
+	// now. Zero when the funder did not say, and for every other stop
+	// reason.
 	NotBefore time.Time
 }
 

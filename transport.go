@@ -745,16 +745,28 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 // ("" unless the attempt alone ends the call). A response it returns is
 // held (see hold) before the line is written, which may take a while.
 func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (decision, Disposition) {
-	v, disp, stop := c.verdict(a)
+	// One reading of the Clock judges a failed attempt, so that whether a
+	// Retry-After ends past the deadline, when an owed call may be sent,
+	// and whether a wait fits the budget all agree. A success needs none.
+	var now time.Time
+	if a.err != nil || a.resp.StatusCode >= 400 {
+		now = c.t.clock.Now()
+	}
+	v, disp, stop := c.verdict(a, now)
 	brk := c.breakerVerdict(a.err, v, disp, p.probe || c.fleet.probe)
 	p.give(brk)
 	c.throttleVerdict(a.resp, v, disp)
 	c.fleetVerdict(a.resp, v, brk)
 
 	d := decision{disp: disp, stop: stop}
-	c.out.NotBefore = v.NotBefore
+	// An owed call's alone (see Outcome.NotBefore); decide sets it for a
+	// Retry-After past the deadline.
+	c.out.NotBefore = time.Time{}
+	if stop == StopOwedLater {
+		c.out.NotBefore = v.NotBefore
+	}
 	if disp == "" {
-		d = c.decide(a.resp)
+		d = c.decide(a.resp, now)
 	}
 	c.out.Reason = v.Reason
 	c.out.Status = 0
@@ -796,6 +808,7 @@ type sentAttempt struct {
 	// The ClassifyFunc's verdict on resp, when it gave one.
 	class      Classification
 	classified bool
+	ends       time.Time     // when the attempt timeout cuts it; zero: none
 	trace      *attemptTrace // what net/http did on the wire, when watched
 	span       trace.Span    // the attempt's, nil without a tracer
 }
@@ -812,6 +825,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		actx, acancel := context.WithCancelCause(ctx)
 		stopped := false // guarded by timerMu: a late callback of this attempt's timer does nothing
 		timer := time.AfterFunc(d, func() { c.expire(acancel, errAttemptTimeout, &stopped) })
+		a.ends = time.Now().Add(d)
 		ctx, cancel = actx, acancel
 		a.stop = func(release bool) {
 			if !timer.Stop() {
@@ -873,23 +887,43 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		}
 		a.resp, a.err = nil, fmt.Errorf("%w (%v)", errResendStopped, a.err)
 	}
-	if a.resp != nil && a.resp.StatusCode >= 400 {
-		// Before the hold: reading the body is still the attempt's, and
-		// its timers bound it.
-		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp)
-	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
 		// with it: the attempt is what the timer says it is.
 		closeResp(a.resp)
 		a.resp, a.err = nil, ctx.Err()
 	}
+	if a.resp != nil && a.resp.StatusCode >= 400 {
+		// After the hold: the answer came within the attempt, and no
+		// timer may cut it while its body is read. The read's own wait
+		// ends before the attempt's time and the call's do.
+		received := c.t.clock.Now()
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends), received)
+	}
+}
+
+// peekWait is how long the body of a held response may be waited for: at
+// most maxPeekWait, and never past the attempt's end (zero: none), the
+// call's deadline or the caller's.
+func (c *call) peekWait(ctx context.Context, attemptEnds time.Time) time.Duration {
+	now := time.Now()
+	wait := maxPeekWait
+	if !attemptEnds.IsZero() {
+		wait = min(wait, attemptEnds.Sub(now))
+	}
+	if at := c.dlAt.Load(); at != 0 {
+		wait = min(wait, deadlineTime(at).Sub(now))
+	}
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, d.Sub(now))
+	}
+	return wait
 }
 
 // verdict classifies one attempt. A non-empty disposition means the call
 // ends here whatever the budget says: the caller cancelled, or the call's
 // deadline cut the attempt short.
-func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
+func (c *call) verdict(a sentAttempt, now time.Time) (Classification, Disposition, string) {
 	resp, err := a.resp, a.err
 	if err == nil {
 		v := c.pol.sets.classify(resp.StatusCode, nil)
@@ -900,11 +934,11 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
 		case v.Owed:
-			return c.owed(resp, v), DeadLetter, StopOwedLater
+			return owed(resp, v, now), DeadLetter, StopOwedLater
 		case !v.Retryable:
 			return v, FailedTerminal, StopTerminal
 		}
-		if until, ok := c.retryAfterPastDeadline(resp); ok {
+		if until, ok := c.retryAfterPastDeadline(resp, now); ok {
 			reason := "owed:" + strconv.Itoa(resp.StatusCode) + ";retry_after"
 			return Classification{Owed: true, NotBefore: until, Reason: reason}, DeadLetter, StopOwedLater
 		}
@@ -936,15 +970,16 @@ func (c *call) verdict(a sentAttempt) (Classification, Disposition, string) {
 	return v, "", ""
 }
 
-// owed completes an Owed verdict: it is not retried, and a NotBefore the
-// verdict left zero is the end of the response's Retry-After, if it has one.
-func (c *call) owed(resp *http.Response, v Classification) Classification {
+// owed completes an Owed verdict: it is not retried, its NotBefore is the
+// end of the response's Retry-After when that is later (the funder said
+// not before then), and a NotBefore already past is now.
+func owed(resp *http.Response, v Classification, now time.Time) Classification {
 	v.Retryable = false
-	if v.NotBefore.IsZero() {
-		now := c.t.clock.Now()
-		if after, ok := retryAfter(resp.Header, now); ok {
-			v.NotBefore = now.Add(after)
-		}
+	if after, ok := retryAfter(resp.Header, now); ok && now.Add(after).After(v.NotBefore) {
+		v.NotBefore = now.Add(after)
+	}
+	if !v.NotBefore.IsZero() && v.NotBefore.Before(now) {
+		v.NotBefore = now
 	}
 	return v
 }
@@ -954,12 +989,11 @@ func (c *call) owed(resp *http.Response, v Classification) Classification {
 // that could otherwise retry: the funder will take the request then, and a
 // worker must not wait for it. A request that cannot be sent again is left
 // to decide, whose stop reason says why.
-func (c *call) retryAfterPastDeadline(resp *http.Response) (time.Time, bool) {
+func (c *call) retryAfterPastDeadline(resp *http.Response, now time.Time) (time.Time, bool) {
 	if len(resp.Header["Retry-After"]) == 0 || !c.p.replayable() ||
 		(!idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "") {
 		return time.Time{}, false
 	}
-	now := c.t.clock.Now()
 	after, ok := retryAfter(resp.Header, now)
 	if !ok || after < c.budget.deadline.Sub(now) {
 		return time.Time{}, false
@@ -1005,15 +1039,15 @@ func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Dispo
 	}
 }
 
-// decide settles whether a transient failure is retried, and after how long.
-func (c *call) decide(resp *http.Response) decision {
+// decide settles whether a transient failure is retried, and after how
+// long, at now.
+func (c *call) decide(resp *http.Response, now time.Time) decision {
 	if !c.p.replayable() {
 		return decision{stop: StopNotReplayable, disp: DeadLetter}
 	}
 	if !idempotentMethod(c.req.Method) && c.out.IdempotencyKey == "" {
 		return decision{stop: StopNotIdempotent, disp: DeadLetter}
 	}
-	now := c.t.clock.Now()
 	jitter := fullJitter(c.pol.rand, c.budget.spent, c.pol.base, c.pol.cap)
 	var after time.Duration
 	hasAfter := false

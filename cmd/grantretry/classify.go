@@ -29,8 +29,10 @@ verdict, whether the call retries it and after what waits, whether it is
 owed (and until when), whether it says an earlier attempt was applied, and
 how the call ends. FILE is the answer's body, byte for byte ("-" reads
 standard input); -status and -header give its status and headers, or
--headers reads them from a file (curl -D writes one: its "HTTP/1.1 403"
-line gives the status unless -status is set).
+-headers reads them from a file (curl -D writes one: its last block is
+the answer, after any 100 Continue or redirect, and its "HTTP/1.1 403"
+line gives the status unless -status is set). With neither, the answer
+is judged as a 500, and the output says the status was assumed.
 
 The answer goes through a real Transport, the one a pipeline builds with
 the same classifier and budget: the classifier chosen, then the limits
@@ -61,7 +63,7 @@ type classifyFlags struct {
 func runClassify(args []string, stdout, _ io.Writer) error {
 	f := classifyFlags{header: http.Header{}}
 	fs := newFlagSet("classify")
-	fs.IntVar(&f.status, "status", 0, "the answer's status (default 500, or the status line of -headers)")
+	fs.IntVar(&f.status, "status", 0, "the answer's status (default: the status line of -headers, else 500, said to be assumed)")
 	fs.Var(responseHeaderFlag{f.header}, "header", `"Name: value": a header of the answer, such as Retry-After (repeatable)`)
 	fs.StringVar(&f.headers, "headers", "", "a file of the answer's headers, one \"Name: value\" a line, as curl -D writes them")
 	fs.StringVar(&f.rules, "rules", "", "a JSON file of the funder's own rules (grantretry.Rule), asked before the classifier")
@@ -110,7 +112,7 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 		a.header[k] = vs
 	}
 	if a.status == 0 {
-		a.status = 500
+		a.status, a.assumed = 500, true
 	}
 	if a.body, err = readBody(fs.Arg(0)); err != nil {
 		return err
@@ -165,18 +167,22 @@ func (f responseHeaderFlag) Set(s string) error {
 
 // answer is the captured answer, which the funder gives every attempt.
 type answer struct {
-	status int
-	header http.Header
-	body   []byte
+	status  int
+	assumed bool // no -status nor status line gave status: it is 500
+	header  http.Header
+	body    []byte
 }
 
 // readHeaders reads a headers file: "Name: value" lines, and perhaps a
-// status line first, as curl -D writes them.
+// status line first, as curl -D writes them. curl writes every block it
+// receives, an interim 100 Continue or a redirect it followed before the
+// answer: the last block is the answer's.
 func (a *answer) readHeaders(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	b = lastHeaderBlock(b)
 	// A blank line ends the header block, whether or not the file has one.
 	b = append(b, "\r\n\r\n"...)
 	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(b)))
@@ -201,6 +207,21 @@ func (a *answer) readHeaders(path string) error {
 		a.header[k] = append(a.header[k], vs...)
 	}
 	return nil
+}
+
+// lastHeaderBlock is the last block of b that holds a line, blocks being
+// separated by a blank line (CRLF or LF).
+func lastHeaderBlock(b []byte) []byte {
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	end := len(lines)
+	for end > 0 && len(bytes.TrimSpace(lines[end-1])) == 0 {
+		end--
+	}
+	start := end
+	for start > 0 && len(bytes.TrimSpace(lines[start-1])) != 0 {
+		start--
+	}
+	return bytes.Join(lines[start:end], nil)
 }
 
 // readBody reads FILE, or standard input for "-".
@@ -249,20 +270,19 @@ func (c *stillClock) Sleep(ctx context.Context, d time.Duration) error {
 // verdict is what the run found.
 type verdict struct {
 	status  int
+	assumed bool // the status was given by neither -status nor -headers
 	size    int
 	applied bool // the classifier's verdict on the answer says an earlier attempt was applied
 	out     grantretry.Outcome
 	waits   []time.Duration
-	start   time.Time // when the call was made
-	date    string    // the answer's Date header
+	start   time.Time // when the call was made, on the Transport's Clock
 }
 
 // run sends one call through a Transport whose funder gives the answer
 // every time, and reports how it went.
 func (a *answer) run(fn grantretry.ClassifyFunc, retries int, deadline time.Duration) (verdict, error) {
 	clock := &stillClock{now: time.Now()}
-	v := verdict{status: a.status, size: len(a.body), start: clock.now}
-	v.date = a.header.Get("Date")
+	v := verdict{status: a.status, assumed: a.assumed, size: len(a.body), start: clock.now}
 	opts := []grantretry.Option{grantretry.WithClock(clock), grantretry.WithBudget(retries, deadline)}
 	if fn != nil {
 		var mu sync.Mutex
@@ -308,7 +328,11 @@ func (v verdict) write(w io.Writer) error {
 	line := func(label, format string, args ...any) {
 		fmt.Fprintf(&b, "%-12s %s\n", label+":", fmt.Sprintf(format, args...))
 	}
-	line("answer", "%d, %s", v.status, countNoun(v.size, "byte"))
+	status := strconv.Itoa(v.status)
+	if v.assumed {
+		status += " (assumed: neither -status nor a status line in -headers gives one)"
+	}
+	line("answer", "%s, %s", status, countNoun(v.size, "byte"))
 	line("verdict", "%s", v.out.Reason)
 	line("meaning", "%s", v.meaning())
 	switch retries := len(v.waits); {
@@ -326,10 +350,8 @@ func (v verdict) write(w io.Writer) error {
 		line("owed", "no")
 	case v.out.NotBefore.IsZero():
 		line("owed", "yes, the funder did not say until when")
-	case !v.out.NotBefore.Before(v.start):
-		line("owed", "yes, not before %s (in %s)", v.out.NotBefore.UTC().Format(time.RFC3339), v.out.NotBefore.Sub(v.start).Round(time.Second))
 	default:
-		line("owed", "yes, not before %s, already past: the answer counts from its Date, %s", v.out.NotBefore.UTC().Format(time.RFC3339), v.date)
+		line("owed", "yes, not before %s (in %s)", v.out.NotBefore.UTC().Format(time.RFC3339), v.out.NotBefore.Sub(v.start).Round(time.Second))
 	}
 	line("applied", "%s", yesNo(v.applied))
 	line("ends", "%s (%s) after %s", v.out.Disposition, v.out.StopReason, countNoun(v.out.Attempts, "attempt"))

@@ -39,7 +39,7 @@ func TestClassifyPrintsWhatTheTransportDoes(t *testing.T) {
 		{"a 403 read by no rule", []string{"-status", "403", filepath.Join(soap, "savon-cxf-server.body")},
 			[]string{"verdict:     terminal:403", "meaning:     a refusal: the same request meets this answer again", "ends:        failed_terminal (terminal) after 1 attempt"}},
 		{"metro schema validation, soap", []string{"-classifier", "soap", filepath.Join(soap, "metro-server-schema-validation.body")},
-			[]string{"answer:      500, ", "verdict:     terminal:500;xsd:validation", "retried:     no"}},
+			[]string{"answer:      500 (assumed: ", "verdict:     terminal:500;xsd:validation", "retried:     no"}},
 		{"metro schema validation, no classifier", []string{filepath.Join(soap, "metro-server-schema-validation.body")},
 			[]string{"verdict:     transient:500", "retried:     yes, 4 times"}},
 		{"simpler soap certificate, grantsgov", []string{"-classifier", "grantsgov", filepath.Join(corpus, "simpler-soap-certificate-not-configured.body")},
@@ -69,7 +69,9 @@ func TestClassifyReadsAStatusLine(t *testing.T) {
 	dir := t.TempDir()
 	h := filepath.Join(dir, "answer.headers")
 	b := filepath.Join(dir, "answer.body")
-	os.WriteFile(h, []byte("HTTP/1.1 403 Quota Exceeded\r\ncontent-type: application/json\r\nretry-after: 504\r\n\r\n"), 0o600)
+	// The answer's Date is days stale: the quota counts from when the
+	// answer arrives, on the Transport's clock, not from it.
+	os.WriteFile(h, []byte("HTTP/1.1 403 Quota Exceeded\r\ncontent-type: application/json\r\ndate: Mon, 30 Nov 2026 03:00:00 GMT\r\nretry-after: 504\r\n\r\n"), 0o600)
 	os.WriteFile(b, []byte(`{"statusCode": 403, "message": "Out of call volume quota. Quota will be replenished in 00:08:24."}`), 0o600)
 	code, out, _ := classifyRun(t, "-headers", h, b)
 	if code != exitOK || !strings.Contains(out, "verdict:     owed:403;azure:quota") || !strings.Contains(out, "(in 8m24s)") {
