@@ -323,8 +323,10 @@ func (rd redactor) multipartFields(body []byte, boundary string) []string {
 }
 
 // tokenRequestFields returns the names of the credential fields of a JSON
-// token request: a top-level object with a grant_type. A JSON body of
-// another kind is the work itself, and keeps its fields.
+// token request: a top-level object whose grant_type is an OAuth 2.0 grant
+// (oauthGrant). A JSON body of another kind is the work itself, and keeps
+// its fields: a funder's application may well have a grant_type of its own
+// ("capital"), beside an authorized representative and a signature.
 func (rd redactor) tokenRequestFields(body []byte) []string {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil
@@ -336,9 +338,12 @@ func (rd redactor) tokenRequestFields(body []byte) []string {
 	}
 	var names []string
 	grant := false
-	for k := range obj {
+	for k, v := range obj {
 		if strings.EqualFold(k, "grant_type") {
-			grant = true
+			var g string
+			if json.Unmarshal(v, &g) == nil && oauthGrant(g) {
+				grant = true
+			}
 		}
 		if rd.credential(k) {
 			names = append(names, k)
@@ -348,6 +353,22 @@ func (rd redactor) tokenRequestFields(body []byte) []string {
 		return nil
 	}
 	return names
+}
+
+// oauthGrants are the grant types RFC 6749 defines by name (section 4);
+// the others are absolute URIs (section 4.5), as RFC 7522, 7523, 8628 and
+// 8693 define theirs under urn:ietf:params:oauth:grant-type:.
+var oauthGrants = []string{"authorization_code", "client_credentials", "password", "refresh_token"}
+
+// oauthGrant reports whether g, a grant_type's value, is an OAuth 2.0
+// grant: one of oauthGrants, or an absolute URI ("urn:...",
+// "https://...").
+func oauthGrant(g string) bool {
+	if slices.Contains(oauthGrants, strings.ToLower(g)) {
+		return true
+	}
+	u, err := url.Parse(g)
+	return err == nil && u.Scheme != "" && (u.Opaque != "" || u.Host != "")
 }
 
 // minBodyRun is the shortest run of a request body's bytes removed from
