@@ -326,6 +326,10 @@ type attemptRecord struct {
 type auditShared struct {
 	corr, key, sub, method, host, path string
 	redelivers                         string // the letter a redelivery sends again, "" if the call is not one
+	// scrubs is the call's scrubCache, made at its first scrub: kept
+	// here, with what the call makes once it writes anything down, so
+	// that a call costs no more memory for it.
+	scrubs *scrubCache
 }
 
 // shared returns the call's shared fields, made at its first line. They

@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // What counts as a secret. A name (of a header or a query parameter) is a
@@ -169,26 +171,28 @@ func (rd redactor) scrub(err error, r *http.Request) string {
 	return rd.scrubText(err.Error(), r)
 }
 
-// scrubText is scrub of an error's message.
+// scrubText is scrub of an error's message, cut as cutErrorText cuts it.
 func (rd redactor) scrubText(msg string, r *http.Request) string {
 	if r == nil {
-		return msg
+		return cutErrorText(msg)
 	}
-	secrets := rd.secretsOf(r)
-	// Longest first: a short value that is part of a longer secret must
-	// not cut it in two and leave its tail readable.
+	t := newErrorText(msg)
+	t.markSecrets(rd.sortedSecrets(r))
+	return t.String()
+}
+
+// sortedSecrets is secretsOf, longest first, once each, without the ones
+// shorter than minSecretLen. Longest first: a short value that is part of
+// a longer secret must not cut it in two and leave its tail readable.
+func (rd redactor) sortedSecrets(r *http.Request) []string {
+	secrets := slices.DeleteFunc(rd.secretsOf(r), func(s string) bool { return len(s) < minSecretLen })
 	slices.SortFunc(secrets, func(a, b string) int {
 		if len(a) != len(b) {
 			return len(b) - len(a)
 		}
 		return strings.Compare(a, b)
 	})
-	for _, s := range slices.Compact(secrets) {
-		if len(s) >= minSecretLen {
-			msg = strings.ReplaceAll(msg, s, redacted)
-		}
-	}
-	return msg
+	return slices.Compact(secrets)
 }
 
 // redacted stands in error text for what was removed from it.
@@ -378,24 +382,184 @@ const minBodyRun = 8
 
 // scrub is err's message with the call's request removed from it: every
 // run of minBodyRun bytes or more that is also a run of the request body,
-// as it is or as Go quotes it (%q), then the redactor's secrets and header
-// values (redactor.scrub). It runs on errors only, never on the success
-// path: an inner layer, a reconciler or a sink may quote the request in its
-// error, and the text goes into Error, the audit lines, the letter and the
-// span.
+// as it is or as Go quotes it (%q), and the redactor's secrets and header
+// values (redactor.scrub), in the text cut as cutErrorText cuts it. It
+// runs on errors only, never on the success path: an inner layer, a
+// reconciler or a sink may quote the request in its error, and the text
+// goes into Error, the audit lines, the letter and the span. Each distinct
+// text is scrubbed once per call (scrubCache), however many of those write
+// it.
 func (c *call) scrub(err error) string {
 	msg := err.Error()
 	if c.req == nil {
+		return cutErrorText(msg)
+	}
+	// Whether the body can be checked, or need not be: no inner layer was
+	// given a body the call does not hold (a stream, or one whose
+	// reading failed) while the call made no attempt, and then the text is
+	// the caller's body's own, or grantretry's.
+	runs := c.out.Attempts > 0 || c.p.buf != nil || c.p.getBody != nil
+	sc := c.scrubs()
+	secrets, key, done, ok := sc.lookup(c, msg, runs)
+	if ok {
+		return done
+	}
+	t := newErrorText(msg)
+	t.markSecrets(secrets)
+	out := t.String()
+	if runs {
+		out = c.p.scrubRuns(t)
+	}
+	sc.store(key, out)
+	return out
+}
+
+// scrubCache is what a call's scrubs share: the request's secrets, listed
+// once, and the texts already scrubbed. It is made on the error path only,
+// and kept with the call's audit fields (auditShared), so that the success
+// path pays nothing for it. mu guards its fields; a scrub does not hold it
+// while it reads the body (GetBody is the caller's).
+type scrubCache struct {
+	mu      sync.Mutex
+	secrets []string          // sortedSecrets of the call's request; nil until the first scrub
+	texts   map[string]string // scrubKey -> the text as scrubbed
+}
+
+// maxScrubbedTexts bounds a call's scrubCache: a call has an error per
+// attempt and a few of its own, and a call with more keeps the first.
+const maxScrubbedTexts = 32
+
+// scrubs returns the call's scrubCache, making it at the first scrub.
+func (c *call) scrubs() *scrubCache {
+	s := c.shared(nil)
+	if s.scrubs == nil {
+		s.scrubs = new(scrubCache)
+	}
+	return s.scrubs
+}
+
+// lookup returns the request's secrets, the key of msg, and msg as scrubbed
+// before, if it was. The scrubbed text depends on the bytes of msg that
+// are kept and the margin a run or a secret may reach past them
+// (scrubbedSpan), on its length, and on whether the body is checked.
+func (sc *scrubCache) lookup(c *call, msg string, runs bool) (secrets []string, key, done string, ok bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.secrets == nil {
+		sc.secrets = c.t.cfg.redact.sortedSecrets(c.req)
+		if sc.secrets == nil {
+			sc.secrets = []string{}
+		}
+	}
+	span := scrubbedSpan(msg, sc.secrets)
+	key = strconv.Itoa(len(msg)) + strconv.FormatBool(runs) + ":" + msg[:span]
+	done, ok = sc.texts[key]
+	return sc.secrets, key, done, ok
+}
+
+// store keeps key's scrubbed text, while the cache has room.
+func (sc *scrubCache) store(key, out string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.texts == nil {
+		sc.texts = make(map[string]string)
+	}
+	if len(sc.texts) < maxScrubbedTexts {
+		sc.texts[strings.Clone(key)] = out
+	}
+}
+
+// maxErrorText is the most of an error's text grantretry keeps, wherever
+// it writes it (Error, the audit lines, a letter, a span): its first
+// maxErrorText bytes, then how many more there were. Only that much is
+// scrubbed, so an error that quotes a body of megabytes costs what its
+// first KiB do; with the note, the text fits an audit field (maxFieldText)
+// uncut.
+const maxErrorText = maxFieldText - 64
+
+// cutErrorText is msg, or its first maxErrorText bytes and how many more
+// there were.
+func cutErrorText(msg string) string {
+	if len(msg) <= maxErrorText {
 		return msg
 	}
-	then := func(s string) string { return c.t.cfg.redact.scrubText(s, c.req) }
-	if c.out.Attempts == 0 && c.p.buf == nil && c.p.getBody == nil {
-		// No inner layer was given a body the call does not hold (a
-		// stream, or one whose reading failed): the text is the
-		// caller's body's own, or grantretry's.
-		return then(msg)
+	return msg[:maxErrorText] + cutNote(len(msg)-maxErrorText)
+}
+
+func cutNote(more int) string {
+	return "...[" + strconv.Itoa(more) + " more bytes of the error not kept]"
+}
+
+// scrubbedSpan is how much of msg a scrub reads: the bytes it keeps, and as
+// far past them as a run of the body or one of secrets that begins among
+// them may reach.
+func scrubbedSpan(msg string, secrets []string) int {
+	margin := minBodyRun - 1
+	if len(secrets) > 0 && len(secrets[0])-1 > margin {
+		margin = len(secrets[0]) - 1 // the longest
 	}
-	return c.p.scrubRuns(msg, then)
+	return min(len(msg), maxErrorText+margin)
+}
+
+// errorText is an error's message being scrubbed: the bytes to remove are
+// marked, among the ones kept.
+type errorText struct {
+	msg   string
+	marks []bool // of msg's first maxErrorText bytes: to be removed
+}
+
+func newErrorText(msg string) *errorText {
+	return &errorText{msg: msg, marks: make([]bool, min(len(msg), maxErrorText))}
+}
+
+// mark marks the bytes [from, to) that are kept.
+func (t *errorText) mark(from, to int) {
+	for i := from; i < to && i < len(t.marks); i++ {
+		t.marks[i] = true
+	}
+}
+
+// markSecrets marks every occurrence of each of secrets that begins among
+// the bytes kept.
+func (t *errorText) markSecrets(secrets []string) {
+	for _, s := range secrets {
+		text := t.msg[:min(len(t.msg), len(t.marks)+len(s)-1)]
+		for at := 0; ; {
+			i := strings.Index(text[at:], s)
+			if i < 0 {
+				break
+			}
+			t.mark(at+i, at+i+len(s))
+			at += i + 1
+		}
+	}
+}
+
+// String is the kept text with each marked run replaced by redacted (runs
+// that touch are one), cut to maxErrorText bytes, and the note of what was
+// cut.
+func (t *errorText) String() string {
+	var b strings.Builder
+	b.Grow(len(t.marks))
+	for i := 0; i < len(t.marks); {
+		if !t.marks[i] {
+			b.WriteByte(t.msg[i])
+			i++
+			continue
+		}
+		b.WriteString(redacted)
+		for i < len(t.marks) && t.marks[i] {
+			i++
+		}
+	}
+	out := b.String()
+	if len(out) > maxErrorText { // the markers are longer than the shortest secrets
+		out = out[:maxErrorText]
+	}
+	if len(t.msg) > len(t.marks) || len(out) < b.Len() {
+		out += cutNote(len(t.msg) - len(t.marks))
+	}
+	return out
 }
 
 // scrubbedError is an error whose message call.scrub made: errors.Is and
@@ -414,28 +578,30 @@ func (c *call) scrubbed(err error) error {
 	return &scrubbedError{msg: c.scrub(err), err: err}
 }
 
-// scrubRuns replaces with redacted every run of msg of minBodyRun bytes or
-// more that is a run of the body, then applies then to what is left. The
-// marker itself, with the text beside it, could make a run of a body that
-// holds it ("REDACTED" in a body that was scrubbed before): a changed text
-// is checked against the body again, and if it holds a run, only "-" is
-// left. A body the call does not hold (streamed once, or one whose GetBody
-// fails) cannot be checked: the text is withheld (bodyUnchecked).
-func (p *payload) scrubRuns(msg string, then func(string) string) string {
-	if len(msg) < minBodyRun || p.empty() {
-		return then(msg)
+// scrubRuns marks in t every run of minBodyRun bytes or more that is a run
+// of the body, among the bytes kept and as far past them as such a run may
+// reach, and returns t as scrubbed. The marker itself, with the text beside
+// it, could make a run of a body that holds it ("REDACTED" in a body that
+// was scrubbed before): a changed text is checked against the body again,
+// and if it holds a run, only "-" is left. A body the call does not hold
+// (streamed once, or one whose GetBody fails) cannot be checked: the text
+// is withheld (bodyUnchecked).
+func (p *payload) scrubRuns(t *errorText) string {
+	if len(t.msg) < minBodyRun || p.empty() {
+		return t.String()
 	}
-	ix := newRunIndex(msg, true)
+	ix := newRunIndex(t.msg[:min(len(t.msg), len(t.marks)+minBodyRun-1)], true)
 	if p.eachChunk(ix.scan) != nil {
 		return bodyUnchecked
 	}
-	out, _ := ix.redact()
-	out = then(out)
-	if out == msg {
-		return out
+	for i, m := range ix.marks {
+		if m {
+			t.mark(i, i+1)
+		}
 	}
-	for strings.Contains(out, redacted+redacted) {
-		out = strings.ReplaceAll(out, redacted+redacted, redacted)
+	out := t.String()
+	if !slices.Contains(t.marks, true) {
+		return out
 	}
 	check := newRunIndex(out, false)
 	if p.eachChunk(check.scan) != nil || check.hits > 0 {
@@ -653,26 +819,4 @@ func (ix *runIndex) find(w uint64) {
 			ix.marks[j] = true
 		}
 	}
-}
-
-// redact returns the text with each marked run replaced by redacted, and
-// whether any was.
-func (ix *runIndex) redact() (string, bool) {
-	if ix.hits == 0 {
-		return ix.text, false
-	}
-	var b strings.Builder
-	b.Grow(len(ix.text))
-	for i := 0; i < len(ix.text); {
-		if !ix.marks[i] {
-			b.WriteByte(ix.text[i])
-			i++
-			continue
-		}
-		b.WriteString(redacted)
-		for i < len(ix.text) && ix.marks[i] {
-			i++
-		}
-	}
-	return b.String(), true
 }
