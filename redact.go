@@ -223,16 +223,38 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 		for k, vs := range h {
 			secret := rd.secret(k)
 			for _, v := range vs {
-				secrets = append(secrets, v)
+				secrets = appendQuoted(secrets, v)
 				// "Bearer abc…": the credential alone, as a layer may quote it
 				if _, cred, ok := strings.Cut(v, " "); ok && secret {
-					secrets = append(secrets, cred)
+					secrets = appendQuoted(secrets, cred)
 				}
 			}
 		}
 	}
 	return secrets
 }
+
+// appendQuoted appends v, and v trimmed of the spaces around it, each as it
+// is and as an error may quote it: as fmt's %q and %+q (strconv.Quote,
+// strconv.QuoteToASCII) and encoding/json write it, with and without
+// json's HTML escapes, between the quotes.
+func appendQuoted(secrets []string, v string) []string {
+	for _, s := range []string{v, strings.TrimSpace(v)} {
+		secrets = append(secrets, s, unquoted(strconv.Quote(s)), unquoted(strconv.QuoteToASCII(s)))
+		for _, html := range []bool{true, false} {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(html)
+			if enc.Encode(s) == nil {
+				secrets = append(secrets, unquoted(strings.TrimSuffix(b.String(), "\n")))
+			}
+		}
+	}
+	return secrets
+}
+
+// unquoted is q without the quotes around it.
+func unquoted(q string) string { return q[1 : len(q)-1] }
 
 // formSecretNames are the fields of a form or token request that carry
 // credentials without a secret-looking name: OAuth 2.0's assertion grants
