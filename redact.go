@@ -2,8 +2,12 @@ package grantretry
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -268,6 +272,99 @@ func (rd redactor) credential(name string) bool {
 	return rd.secret(name) || slices.Contains(formSecretNames, strings.ToLower(name))
 }
 
+// maxDecodedBody bounds what bodyOmitted decodes of a body sent with a
+// Content-Encoding: a body that decodes to more is read as one it cannot
+// decode.
+const maxDecodedBody = MaxLetterBody
+
+// bodyOmitted is why a letter must leave out body (sent with header h),
+// "" if it may keep it: the body carries credentials (bodySecrets), read
+// as the server reads it, after undoing its Content-Encoding (gzip,
+// x-gzip, deflate, identity). A form or multipart body whose encoding it
+// cannot undo cannot be looked into, and is left out too: such a body is
+// what a token request sends. Another body it cannot decode (a JSON
+// application sent as br) is kept as sent.
+func (rd redactor) bodyOmitted(h http.Header, body []byte) string {
+	decoded, err := undoContentEncoding(h, body)
+	if err != nil {
+		if form := formMediaType(h); form != "" {
+			return fmt.Sprintf("the body's Content-Encoding could not be undone to look for credentials in its %s fields (%v): letters are kept without credentials, so it was not kept; the client that made the call must make it again", form, err)
+		}
+		decoded = body
+	}
+	if names := rd.bodySecrets(h, decoded); names != nil {
+		return credentialsOmitted(names)
+	}
+	return ""
+}
+
+// undoContentEncoding undoes h's Content-Encoding on body, the last coding
+// first (at most maxCodings of them), up to maxDecodedBody bytes. Unlike
+// SOAPEnvelope's decodeContent, which reads a response as best it can, it
+// says when it cannot: what it cannot read, it cannot look into.
+func undoContentEncoding(h http.Header, body []byte) ([]byte, error) {
+	var codings []string
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Encoding") {
+			continue
+		}
+		for _, v := range vs {
+			for _, c := range strings.Split(v, ",") {
+				if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+					codings = append(codings, c)
+				}
+			}
+		}
+	}
+	if len(codings) > maxCodings {
+		return nil, fmt.Errorf("%d Content-Encodings, more than the %d grantretry undoes", len(codings), maxCodings)
+	}
+	for i := len(codings) - 1; i >= 0; i-- {
+		var r io.ReadCloser
+		var err error
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			r, err = gzip.NewReader(bytes.NewReader(body))
+		case "deflate": // zlib, as RFC 9110 section 8.4.1.2 defines it
+			if r, err = zlib.NewReader(bytes.NewReader(body)); err != nil {
+				// raw DEFLATE, as some clients send it
+				r, err = flate.NewReader(bytes.NewReader(body)), nil
+			}
+		default:
+			return nil, fmt.Errorf("Content-Encoding %q is not one grantretry reads", codings[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", codings[i], err)
+		}
+		b, err := io.ReadAll(io.LimitReader(r, maxDecodedBody+1))
+		r.Close()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: %v", codings[i], err)
+		case len(b) > maxDecodedBody:
+			return nil, fmt.Errorf("%s: decodes to more than %d bytes", codings[i], maxDecodedBody)
+		}
+		body = b
+	}
+	return body, nil
+}
+
+// formMediaType is h's Content-Type if it is a form (URL-encoded or
+// multipart), "" if not.
+func formMediaType(h http.Header) string {
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Type") {
+			continue
+		}
+		for _, v := range vs {
+			if mt, _ := mediaType(v); mt == "application/x-www-form-urlencoded" || strings.HasPrefix(mt, "multipart/") {
+				return mt
+			}
+		}
+	}
+	return ""
+}
+
 // bodySecrets returns the names of the fields of a request body that carry
 // credentials, by the rules of credential, sorted and once each; nil if it
 // holds none. A body with such a field is never written down: what it
@@ -349,34 +446,67 @@ func (rd redactor) multipartFields(body []byte, boundary string) []string {
 }
 
 // tokenRequestFields returns the names of the credential fields of a JSON
-// token request: a top-level object whose grant_type is an OAuth 2.0 grant
-// (oauthGrant). A JSON body of another kind is the work itself, and keeps
-// its fields: a funder's application may well have a grant_type of its own
-// ("capital"), beside an authorized representative and a signature.
+// token request: an object whose grant_type is an OAuth 2.0 grant
+// (oauthGrant), alone or in a top-level array, after any UTF-8 byte order
+// mark. A field inside an object of it is named by its path
+// ("client.secret"). A JSON body of another kind is the work itself, and
+// keeps its fields: a funder's application may well have a grant_type of
+// its own ("capital"), beside an authorized representative and a
+// signature.
 func (rd redactor) tokenRequestFields(body []byte) []string {
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+	t := bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("\ufeff")), " \t\r\n")
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
 		return nil
 	}
-	var obj map[string]json.RawMessage
+	var v any
 	// The first value only, as a server that decodes the body does.
-	if json.NewDecoder(bytes.NewReader(body)).Decode(&obj) != nil {
+	if json.NewDecoder(bytes.NewReader(t)).Decode(&v) != nil {
 		return nil
+	}
+	objs, _ := v.([]any)
+	if objs == nil {
+		objs = []any{v}
 	}
 	var names []string
-	grant := false
-	for k, v := range obj {
-		if strings.EqualFold(k, "grant_type") {
-			var g string
-			if json.Unmarshal(v, &g) == nil && oauthGrant(g) {
-				grant = true
-			}
-		}
-		if rd.credential(k) {
-			names = append(names, k)
+	for _, o := range objs {
+		if obj, ok := o.(map[string]any); ok && tokenRequest(obj) {
+			names = rd.credentialPaths(names, "", obj)
 		}
 	}
-	if !grant {
-		return nil
+	return names
+}
+
+// tokenRequest reports whether obj has a grant_type (in any case) that is
+// an OAuth 2.0 grant.
+func tokenRequest(obj map[string]any) bool {
+	for k, v := range obj {
+		if g, ok := v.(string); ok && strings.EqualFold(k, "grant_type") && oauthGrant(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialPaths appends the paths of the credential fields of v, a
+// decoded JSON value at path, at any depth.
+func (rd redactor) credentialPaths(names []string, path string, v any) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if rd.credential(k) {
+				names = append(names, p)
+				continue
+			}
+			names = rd.credentialPaths(names, p, sub)
+		}
+	case []any:
+		for _, sub := range v {
+			names = rd.credentialPaths(names, path, sub)
+		}
 	}
 	return names
 }
