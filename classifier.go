@@ -31,9 +31,9 @@ func WithClassifier(fn ClassifyFunc) Option {
 // classify the response, and puts the bytes back in front of the rest of
 // the body. A body that fails while it is read gives fn what arrived, and
 // gives the caller those bytes and then the same error.
-func classifyBody(fn ClassifyFunc, resp *http.Response) (Classification, bool) {
+func classifyBody(fn ClassifyFunc, resp *http.Response, scrub func(string) string) (Classification, bool) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		return classifyPeek(fn, resp, nil)
+		return classifyPeek(fn, resp, nil, scrub)
 	}
 	peek, err := io.ReadAll(io.LimitReader(resp.Body, MaxClassifyPeek))
 	var rest io.Reader = resp.Body
@@ -41,12 +41,14 @@ func classifyBody(fn ClassifyFunc, resp *http.Response) (Classification, bool) {
 		rest = errorReader{err}
 	}
 	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(peek), rest), body: resp.Body}
-	return classifyPeek(fn, resp, peek)
+	return classifyPeek(fn, resp, peek, scrub)
 }
 
 // classifyPeek runs fn and builds the reported reason: the status's form,
-// then fn's reason.
-func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte) (Classification, bool) {
+// then fn's reason as scrub leaves it. fn's reason is its own text, and
+// may echo the request, as a funder's fault does: it is scrubbed as error
+// text is (call.scrubText).
+func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte, scrub func(string) string) (Classification, bool) {
 	v, ok := fn(resp, peek)
 	if !ok {
 		return Classification{}, false
@@ -57,7 +59,7 @@ func classifyPeek(fn ClassifyFunc, resp *http.Response, peek []byte) (Classifica
 	}
 	reason := kind + strconv.Itoa(resp.StatusCode)
 	if v.Reason != "" {
-		reason += ";" + v.Reason
+		reason += ";" + scrub(v.Reason)
 	}
 	return Classification{Retryable: v.Retryable, Reason: capText(reason)}, true
 }

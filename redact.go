@@ -541,8 +541,11 @@ const minBodyRun = 8
 // goes into Error, the audit lines, the letter and the span. Each distinct
 // text is scrubbed once per call (scrubCache), however many of those write
 // it.
-func (c *call) scrub(err error) string {
-	msg := err.Error()
+func (c *call) scrub(err error) string { return c.scrubText(err.Error()) }
+
+// scrubText is scrub of a text of the call's: an error's message, or a
+// classifier's reason.
+func (c *call) scrubText(msg string) string {
 	if c.req == nil {
 		return cutErrorText(msg)
 	}

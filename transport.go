@@ -864,7 +864,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 	if a.resp != nil && a.resp.StatusCode >= 400 && c.pol.classifier != nil {
 		// Before the hold: reading the body is still the attempt's, and
 		// its timers bound it.
-		a.class, a.classified = classifyBody(c.pol.classifier, a.resp)
+		a.class, a.classified = classifyBody(c.pol.classifier, a.resp, c.scrubText)
 	}
 	if a.resp != nil && !c.hold(ctx) {
 		// A timer cut the attempt as its answer arrived, and the body
