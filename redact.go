@@ -403,7 +403,10 @@ func (rd redactor) bodySecrets(h http.Header, body []byte) []string {
 func mediaType(v string) (string, map[string]string) {
 	mt, params, err := mime.ParseMediaType(v)
 	if err != nil {
-		mt, _, _ = strings.Cut(v, ";")
+		// Up to a parameter, or to a second type a client listed after
+		// it ("application/x-www-form-urlencoded, text/plain"), as a
+		// server may read the first.
+		mt = v[:strings.IndexAny(v+";", ";,")]
 		return strings.ToLower(strings.TrimSpace(mt)), nil
 	}
 	return mt, params
@@ -620,7 +623,7 @@ func (sc *scrubCache) store(key, out string) {
 		sc.texts = make(map[string]string)
 	}
 	if len(sc.texts) < maxScrubbedTexts {
-		sc.texts[strings.Clone(key)] = out
+		sc.texts[key] = out // key is a string of its own (lookup), not a slice of the message
 	}
 }
 
@@ -691,30 +694,34 @@ func (t *errorText) markSecrets(secrets []string) {
 }
 
 // String is the kept text with each marked run replaced by redacted (runs
-// that touch are one), cut to maxErrorText bytes, and the note of what was
-// cut.
+// that touch are one), at most maxErrorText bytes of it (a marker is
+// longer than the shortest secrets), and the note of how many bytes of the
+// message it left out.
 func (t *errorText) String() string {
 	var b strings.Builder
 	b.Grow(len(t.marks))
-	for i := 0; i < len(t.marks); {
+	i := 0
+	for i < len(t.marks) {
 		if !t.marks[i] {
+			if b.Len() == maxErrorText {
+				break
+			}
 			b.WriteByte(t.msg[i])
 			i++
 			continue
+		}
+		if b.Len()+len(redacted) > maxErrorText {
+			break
 		}
 		b.WriteString(redacted)
 		for i < len(t.marks) && t.marks[i] {
 			i++
 		}
 	}
-	out := b.String()
-	if len(out) > maxErrorText { // the markers are longer than the shortest secrets
-		out = out[:maxErrorText]
+	if i < len(t.msg) {
+		b.WriteString(cutNote(len(t.msg) - i))
 	}
-	if len(t.msg) > len(t.marks) || len(out) < b.Len() {
-		out += cutNote(len(t.msg) - len(t.marks))
-	}
-	return out
+	return b.String()
 }
 
 // scrubbedError is an error whose message call.scrub made: errors.Is and

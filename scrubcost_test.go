@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -66,5 +67,29 @@ func TestScrubReadsTheBodyOncePerDistinctErrorText(t *testing.T) {
 	const attempts, hash, letter, scrub = 3, 1, 1, 1
 	if want := attempts + hash + letter + scrub; calls > want {
 		t.Errorf("GetBody called %d times, want at most %d (3 attempts, the hash, the letter, one scrub)", calls, want)
+	}
+}
+
+// A scrubbed text is cut at maxErrorText bytes even where its markers are
+// longer than what they replace, and its note counts the bytes of the
+// message it left out.
+func TestScrubbedTextIsCutWithHowMuchItLeftOut(t *testing.T) {
+	msg := strings.Repeat("pin 4321; ", 1000) // 10,000 bytes, a 4-byte secret in each 10
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	req.Header.Set("X-Portal-Pin", "4321")
+	got := redactor{}.scrub(textError{msg}, req)
+	kept, note, ok := strings.Cut(got, "...[")
+	if !ok || len(kept) > maxErrorText || capText(got) != got {
+		t.Fatalf("scrubbed text of %d bytes (%d before its note): want at most %d, and a note", len(got), len(kept), maxErrorText)
+	}
+	var more int
+	if _, err := fmt.Sscanf(note, "%d more bytes of the error not kept]", &more); err != nil {
+		t.Fatalf("note %q: %v", note, err)
+	}
+	if shown := strings.ReplaceAll(kept, redacted, "4321"); shown != msg[:len(msg)-more] {
+		t.Errorf("the note says %d bytes were left out, but the text kept stands for %d", more, len(shown))
+	}
+	if strings.Contains(got, "4321") {
+		t.Errorf("the secret survives: %q", got[len(got)-80:])
 	}
 }
