@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // What counts as a secret. A name (of a header or a query parameter) is a
@@ -823,7 +824,9 @@ type runIndex struct {
 	hits      int
 
 	raw, quoted rollingWindow
-	quote       bool // roll over the body as Go's %q quotes it, too
+	quote       bool              // roll over the body as Go's %q quotes it, too
+	pend        [utf8.UTFMax]byte // the bytes of a multi-byte rune read so far
+	npend       int
 }
 
 // window is one distinct window of the text, and where it occurs:
@@ -903,9 +906,8 @@ func cmpUint64(a, b uint64) int {
 func (ix *runIndex) hash(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> ix.shift }
 
 // scan rolls the windows over the next chunk of the body: the raw one, and
-// the one over the body as strconv.Quote writes it (a byte of a multi-byte
-// rune as it is). While the last minBodyRun quoted bytes needed no escape,
-// the quoted window is the raw one, and is not looked up twice.
+// the one over the body as strconv.Quote writes it (a printable rune as it
+// is, any other as its escape; see quoteRune).
 func (ix *runIndex) scan(chunk []byte) {
 	raw, quoted := ix.raw, ix.quoted
 	defer func() { ix.raw, ix.quoted = raw, quoted }()
@@ -922,42 +924,89 @@ func (ix *runIndex) scan(chunk []byte) {
 		if !ix.quote {
 			continue
 		}
-		var esc [4]byte
-		q := esc[:0]
-		switch b {
-		case '"', '\\':
-			q = append(q, '\\', b)
-		case '\a', '\b', '\f', '\n', '\r', '\t', '\v':
-			q = append(q, '\\', "abfnrtv"[strings.IndexByte("\a\b\f\n\r\t\v", b)])
-		default:
-			if b < 0x20 || b == 0x7f {
-				const hex = "0123456789abcdef"
-				q = append(q, '\\', 'x', hex[b>>4], hex[b&15])
-			}
-		}
-		if len(q) == 0 {
-			quoted.w = quoted.w>>8 | uint64(b)<<56
-			if quoted.n < minBodyRun-1 {
-				quoted.n++
-			} else if quoted.n < 2*minBodyRun-1 {
-				// an escape is still in the window
-				quoted.n++
-				if ix.counts[ix.hash(quoted.w)] != 0 {
-					ix.find(quoted.w)
-				}
-			}
+		if b >= utf8.RuneSelf {
+			ix.quoteRune(&quoted, b)
 			continue
 		}
-		for _, e := range q {
-			quoted.w = quoted.w>>8 | uint64(e)<<56
-			if quoted.n < minBodyRun-1 {
-				quoted.n++
-				continue
+		for ix.npend > 0 { // a rune cut short: each of its bytes is \xNN
+			ix.rollEscaped(&quoted, hexEscape(ix.pend[0]))
+			ix.npend = copy(ix.pend[:], ix.pend[1:ix.npend])
+		}
+		switch b {
+		case '"', '\\':
+			ix.rollEscaped(&quoted, []byte{'\\', b})
+		case '\a', '\b', '\f', '\n', '\r', '\t', '\v':
+			ix.rollEscaped(&quoted, []byte{'\\', "abfnrtv"[strings.IndexByte("\a\b\f\n\r\t\v", b)]})
+		default:
+			if b < 0x20 || b == 0x7f {
+				ix.rollEscaped(&quoted, hexEscape(b))
+			} else {
+				ix.rollPlain(&quoted, b)
 			}
-			quoted.n = minBodyRun - 1 // an escape is in the window
-			if ix.counts[ix.hash(quoted.w)] != 0 {
-				ix.find(quoted.w)
+		}
+	}
+}
+
+// quoteRune takes b, a byte of a multi-byte rune, into the quoted window
+// as strconv.Quote writes the rune: as it is if it is printable, as \u or
+// \U and its code point if not, and each byte of what is not UTF-8 as
+// \xNN. The bytes of a rune cut by a chunk's end wait in pend.
+func (ix *runIndex) quoteRune(quoted *rollingWindow, b byte) {
+	ix.pend[ix.npend] = b
+	ix.npend++
+	for ix.npend > 0 && utf8.FullRune(ix.pend[:ix.npend]) {
+		p := ix.pend[:ix.npend]
+		r, size := utf8.DecodeRune(p)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			ix.rollEscaped(quoted, hexEscape(p[0]))
+		case strconv.IsPrint(r):
+			for _, c := range p[:size] {
+				ix.rollPlain(quoted, c)
 			}
+		case r < 0x10000:
+			ix.rollEscaped(quoted, fmt.Appendf(nil, "\\u%04x", r))
+		default:
+			ix.rollEscaped(quoted, fmt.Appendf(nil, "\\U%08x", r))
+		}
+		ix.npend = copy(ix.pend[:], p[size:])
+	}
+}
+
+// hexEscape is b as strconv.Quote escapes a byte it cannot write: \xNN.
+func hexEscape(b byte) []byte {
+	const hex = "0123456789abcdef"
+	return []byte{'\\', 'x', hex[b>>4], hex[b&15]}
+}
+
+// rollPlain rolls a byte the quoting wrote as it is into the quoted
+// window. While the last minBodyRun bytes needed no escape, the quoted
+// window is the raw one, and is not looked up twice.
+func (ix *runIndex) rollPlain(quoted *rollingWindow, b byte) {
+	quoted.w = quoted.w>>8 | uint64(b)<<56
+	if quoted.n < minBodyRun-1 {
+		quoted.n++
+	} else if quoted.n < 2*minBodyRun-1 {
+		// an escape is still in the window
+		quoted.n++
+		if ix.counts[ix.hash(quoted.w)] != 0 {
+			ix.find(quoted.w)
+		}
+	}
+}
+
+// rollEscaped rolls an escape the quoting wrote into the quoted window,
+// looking each window up.
+func (ix *runIndex) rollEscaped(quoted *rollingWindow, esc []byte) {
+	for _, e := range esc {
+		quoted.w = quoted.w>>8 | uint64(e)<<56
+		if quoted.n < minBodyRun-1 {
+			quoted.n++
+			continue
+		}
+		quoted.n = minBodyRun - 1 // an escape is in the window
+		if ix.counts[ix.hash(quoted.w)] != 0 {
+			ix.find(quoted.w)
 		}
 	}
 }
