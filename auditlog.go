@@ -148,15 +148,22 @@ const samplingProbe = 1000
 // line, and if it turns one down at a level it says it is enabled for,
 // unsampled returns an error and the logger is refused.
 func unsampled(l *zap.Logger) (*zap.Logger, error) {
-	core, changed, err := zapKinds().unsample(l.Core())
+	k := zapKinds()
+	k.name = l.Name()
+	core, changed, err := k.unsample(l.Core())
 	if err != nil || !changed {
 		return l, err
 	}
 	return l.WithOptions(zap.WrapCore(func(zapcore.Core) zapcore.Core { return core })), nil
 }
 
-// coreKinds are the types of zap's own cores.
-type coreKinds struct{ sampler, tee, hooked, io, nop reflect.Type }
+// coreKinds are the types of zap's own cores, and the name of the logger
+// whose core is looked into: its lines carry it, and a core may keep or
+// drop a line by it.
+type coreKinds struct {
+	sampler, tee, hooked, lazy, io, nop reflect.Type
+	name                                string
+}
 
 func zapKinds() coreKinds {
 	nop := zapcore.NewNopCore()
@@ -165,6 +172,7 @@ func zapKinds() coreKinds {
 		sampler: reflect.TypeOf(zapcore.NewSamplerWithOptions(nop, time.Second, 1, 1)),
 		tee:     reflect.TypeOf(zapcore.NewTee(nop, nop)),
 		hooked:  reflect.TypeOf(zapcore.RegisterHooks(nop)),
+		lazy:    reflect.TypeOf(zapcore.NewLazyWith(nop, nil)),
 		io:      reflect.TypeOf(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.DebugLevel)),
 		nop:     reflect.TypeOf(nop),
 	}
@@ -199,6 +207,16 @@ func (k coreKinds) unsample(core zapcore.Core) (zapcore.Core, bool, error) {
 			return zapcore.NewTee(cores...), true, nil
 		}
 		return core, false, nil
+	case k.lazy:
+		// Logger.WithLazy's core holds its inner core and fields in
+		// unexported fields; its With(nil) is that core with the fields
+		// added, as With would have made it at once, and the lines it
+		// writes are the same.
+		u, changed, err := k.unsample(core.With(nil))
+		if err != nil || !changed {
+			return core, false, err
+		}
+		return u, true, nil
 	case k.hooked:
 		if inner := embeddedCore(v); inner != nil {
 			u, changed, err := k.unsample(inner)
@@ -211,7 +229,7 @@ func (k coreKinds) unsample(core zapcore.Core) (zapcore.Core, bool, error) {
 			return zapcore.RegisterHooks(u, func(e zapcore.Entry) error { return core.Write(e, nil) }), true, nil
 		}
 	}
-	if dropsRepeats(core) {
+	if dropsRepeats(core, k.name) {
 		return core, false, fmt.Errorf("WithLogger: the logger's core (%T) drops repeated lines it is enabled for, "+
 			"as a zap sampler does, and grantretry cannot reach past it: audit lines are never sampled; "+
 			"give WithLogger a logger built without sampling (zap.Config's Sampling set to nil)", core)
@@ -234,15 +252,15 @@ func embeddedCore(v reflect.Value) zapcore.Core {
 }
 
 // dropsRepeats reports whether core turns down one of samplingProbe copies
-// of a line at a level it is enabled for. The copies are checked, never
-// written.
-func dropsRepeats(core zapcore.Core) bool {
+// of a line at a level it is enabled for, under the logger's name, as the
+// audit lines will come. The copies are checked, never written.
+func dropsRepeats(core zapcore.Core, name string) bool {
 	now := time.Now()
 	for _, level := range []zapcore.Level{zapcore.InfoLevel, zapcore.WarnLevel} {
 		if !core.Enabled(level) {
 			continue
 		}
-		ent := zapcore.Entry{Level: level, Time: now, Message: "grantretry.sampling_probe"}
+		ent := zapcore.Entry{Level: level, Time: now, LoggerName: name, Message: "grantretry.sampling_probe"}
 		for range samplingProbe {
 			if core.Check(ent, nil) == nil {
 				return true
@@ -326,6 +344,10 @@ type attemptRecord struct {
 type auditShared struct {
 	corr, key, sub, method, host, path string
 	redelivers                         string // the letter a redelivery sends again, "" if the call is not one
+	// scrubs is the call's scrubCache, made at its first scrub: kept
+	// here, with what the call makes once it writes anything down, so
+	// that a call costs no more memory for it.
+	scrubs *scrubCache
 }
 
 // shared returns the call's shared fields, made at its first line. They

@@ -43,8 +43,9 @@ func WithClassifier(fn ClassifyFunc) Option {
 // fn is not asked, and the limits see the headers alone, so that a slow
 // body never turns the status's verdict into a retry. received is the
 // Transport's Clock when the answer arrived, which a quota's TimeSpan
-// counts from.
-func classifyResponse(fn ClassifyFunc, resp *http.Response, wait time.Duration, received time.Time) (Classification, bool) {
+// counts from. fn's reason is its own text, and may echo the request, as a
+// funder's fault does: it is reported as scrub leaves it (call.scrubText).
+func classifyResponse(fn ClassifyFunc, resp *http.Response, wait time.Duration, received time.Time, scrub func(string) string) (Classification, bool) {
 	var peek []byte
 	if fn != nil || limitsReadBody(resp.StatusCode) {
 		var ok bool
@@ -54,6 +55,9 @@ func classifyResponse(fn ClassifyFunc, resp *http.Response, wait time.Duration, 
 	}
 	if fn != nil {
 		if v, ok := fn(resp, peek); ok {
+			if v.Reason != "" {
+				v.Reason = scrub(v.Reason)
+			}
 			return withStatus(resp, v), true
 		}
 	}

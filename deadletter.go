@@ -200,8 +200,8 @@ func (c *call) letterBody(l *Letter) {
 		}
 		body = b
 	}
-	if names := c.t.cfg.redact.bodySecrets(c.req.Header, body); names != nil {
-		l.BodyOmitted = credentialsOmitted(names)
+	if why := c.t.cfg.redact.bodyOmitted(c.req.Header, body); why != "" {
+		l.BodyOmitted = why
 	}
 	if l.BodyOmitted != "" {
 		l.BodyBytes = p.size

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"net/http"
 	"strings"
 	"sync"
@@ -214,7 +215,7 @@ func TestScrubbedTextIsCheckedAgainstTheBodyAgain(t *testing.T) {
 		{"body holds neither", `{"name":"Jane Applicant"}`, `refused {"name":"Jane Applicant"} at the gateway`},
 	} {
 		p := &payload{orig: io.NopCloser(strings.NewReader(tc.body)), buf: []byte(tc.body)}
-		got := p.scrubRuns(tc.msg, func(s string) string { return s })
+		got := p.scrubRuns(newErrorText(tc.msg))
 		if leaks := requestLeaks(got, nil, tc.body); leaks != nil {
 			t.Errorf("%s: %q holds %q", tc.name, got, leaks)
 		}
@@ -227,28 +228,74 @@ func TestScrubbedTextIsCheckedAgainstTheBodyAgain(t *testing.T) {
 // BenchmarkScrubErrorText is what scrubbing one error text costs on the
 // error path (it never runs on the success path): a 300-byte error that
 // quotes nothing of the request, and one that quotes it, against a body of
-// 1 KiB and of 1 MiB.
+// 1 KiB and of 1 MiB; an error that quotes a whole body of 8 MiB of
+// text that repeats nothing (randomText); and a whole call of 3 attempts whose inner layer quotes its 8 MiB body (sent
+// through GetBody) in every error, with audit lines and a dead letter,
+// reporting how many times GetBody was called per call.
 func BenchmarkScrubErrorText(b *testing.B) {
-	for _, size := range []int{1 << 10, 1 << 20} {
+	for _, size := range []int{1 << 10, 1 << 20, 8 << 20} {
 		body := []byte(strings.Repeat(`{"applicant":"Riverside Arts","ssn":"123-45-6789"},`, size/51+1)[:size])
+		if size == 8<<20 {
+			body = []byte(randomText(size))
+		}
 		req, _ := http.NewRequest(http.MethodPost, funderURL, nil)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Applicant-Ssn", "123-45-6789")
 		c := &call{t: New(nil), req: req, p: payload{orig: http.NoBody, buf: body}}
 		c.p.orig = io.NopCloser(nil)
-		for _, q := range []struct {
+		cases := []struct {
 			name string
 			err  error
 		}{
 			{"quotes nothing", errors.New(strings.Repeat("dial tcp 192.0.2.7:443: connect: connection refused; ", 6))},
 			{"quotes the request", fmt.Errorf("gateway refused %v with %s", req.Header, body[:200])},
-		} {
+		}
+		if size == 8<<20 {
+			cases = []struct {
+				name string
+				err  error
+			}{{"quotes the whole body", fmt.Errorf("validation failed for request body %s", body)}}
+		}
+		for _, q := range cases {
 			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, q.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
+					c.auditShared = nil // a fresh call's first scrub of the text
 					_ = c.scrub(q.err)
 				}
 			})
 		}
 	}
+	b.Run("call/8MiB body quoted by 3 attempts", func(b *testing.B) {
+		body := randomText(8 << 20)
+		logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+		tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			bb, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			return nil, fmt.Errorf("connection reset by peer after request body %s", bb)
+		}), WithClock(newFakeClock()), WithBudget(2, time.Hour), WithLogger(logger), WithDeadLetter(&memLetters{}))
+		b.ReportAllocs()
+		getBodies := 0
+		for i := 0; i < b.N; i++ {
+			req, _ := http.NewRequest(http.MethodPost, funderURL, strings.NewReader(body))
+			gb := req.GetBody
+			req.GetBody = func() (io.ReadCloser, error) { getBodies++; return gb() }
+			if _, err := tr.RoundTrip(req); !errors.Is(err, ErrDeadLetter) {
+				b.Fatalf("error %.200v, want a dead letter", err)
+			}
+		}
+		b.ReportMetric(float64(getBodies)/float64(b.N), "GetBody/op")
+	})
+}
+
+// randomText is n bytes of letters, digits, spaces and punctuation in an
+// order that repeats nothing, the same every time.
+func randomText(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz ,.0123456789"
+	r := rand.New(rand.NewSource(1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[r.Intn(len(alphabet))]
+	}
+	return string(b)
 }

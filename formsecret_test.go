@@ -173,8 +173,9 @@ func TestDeadLetterLeavesOutCredentialsInEveryShapeNetHTTPSends(t *testing.T) {
 
 // The edges of reading a body for credentials: a multipart body whose
 // boundary is not in its Content-Type, a token request with leading
-// whitespace and a grant_type in another case, a JSON body that is not an
-// object, and a body whose Content-Type names another type.
+// whitespace and a grant_type in another case, a JSON array of token
+// requests and one of applications, a body whose Content-Type names
+// another type, and a form whose Content-Type lists another type after it.
 func TestBodySecretsReadsTheEdgesOfEachShape(t *testing.T) {
 	mp, _ := multipartBody(t, [2]string{"assertion", "x"}, [2]string{"scope", "y"})
 	rd := redactor{}
@@ -184,8 +185,10 @@ func TestBodySecretsReadsTheEdgesOfEachShape(t *testing.T) {
 	}{
 		{"multipart without a boundary parameter", "multipart/form-data", mp, "assertion"},
 		{"token request with whitespace and Grant_Type", "text/plain", " \n{\"Grant_Type\":\"password\",\"Password\":\"p\",\"username\":\"u\"}", "Password"},
-		{"JSON array", "application/json", `[{"grant_type":"password","password":"p"}]`, ""},
+		{"JSON array of token requests", "application/json", `[{"grant_type":"password","password":"p"}]`, "password"},
+		{"JSON array of applications", "application/json", `[{"applicant":"Riverside","applicant_signature":"J. Doe"}]`, ""},
 		{"form under another type", "text/plain", "client_secret=x", ""},
+		{"form listed before another type", "application/x-www-form-urlencoded, text/plain", "client_secret=x", "client_secret"},
 	} {
 		got := strings.Join(rd.bodySecrets(http.Header{"Content-Type": {tc.ctype}}, []byte(tc.body)), ",")
 		if got != tc.want {

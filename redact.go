@@ -2,8 +2,12 @@ package grantretry
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -11,7 +15,10 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 )
 
 // What counts as a secret. A name (of a header or a query parameter) is a
@@ -169,26 +176,28 @@ func (rd redactor) scrub(err error, r *http.Request) string {
 	return rd.scrubText(err.Error(), r)
 }
 
-// scrubText is scrub of an error's message.
+// scrubText is scrub of an error's message, cut as cutErrorText cuts it.
 func (rd redactor) scrubText(msg string, r *http.Request) string {
 	if r == nil {
-		return msg
+		return cutErrorText(msg)
 	}
-	secrets := rd.secretsOf(r)
-	// Longest first: a short value that is part of a longer secret must
-	// not cut it in two and leave its tail readable.
+	t := newErrorText(msg)
+	t.markSecrets(rd.sortedSecrets(r))
+	return t.String()
+}
+
+// sortedSecrets is secretsOf, longest first, once each, without the ones
+// shorter than minSecretLen. Longest first: a short value that is part of
+// a longer secret must not cut it in two and leave its tail readable.
+func (rd redactor) sortedSecrets(r *http.Request) []string {
+	secrets := slices.DeleteFunc(rd.secretsOf(r), func(s string) bool { return len(s) < minSecretLen })
 	slices.SortFunc(secrets, func(a, b string) int {
 		if len(a) != len(b) {
 			return len(b) - len(a)
 		}
 		return strings.Compare(a, b)
 	})
-	for _, s := range slices.Compact(secrets) {
-		if len(s) >= minSecretLen {
-			msg = strings.ReplaceAll(msg, s, redacted)
-		}
-	}
-	return msg
+	return slices.Compact(secrets)
 }
 
 // redacted stands in error text for what was removed from it.
@@ -219,16 +228,38 @@ func (rd redactor) secretsOf(r *http.Request) []string {
 		for k, vs := range h {
 			secret := rd.secret(k)
 			for _, v := range vs {
-				secrets = append(secrets, v)
+				secrets = appendQuoted(secrets, v)
 				// "Bearer abc…": the credential alone, as a layer may quote it
 				if _, cred, ok := strings.Cut(v, " "); ok && secret {
-					secrets = append(secrets, cred)
+					secrets = appendQuoted(secrets, cred)
 				}
 			}
 		}
 	}
 	return secrets
 }
+
+// appendQuoted appends v, and v trimmed of the spaces around it, each as it
+// is and as an error may quote it: as fmt's %q and %+q (strconv.Quote,
+// strconv.QuoteToASCII) and encoding/json write it, with and without
+// json's HTML escapes, between the quotes.
+func appendQuoted(secrets []string, v string) []string {
+	for _, s := range []string{v, strings.TrimSpace(v)} {
+		secrets = append(secrets, s, unquoted(strconv.Quote(s)), unquoted(strconv.QuoteToASCII(s)))
+		for _, html := range []bool{true, false} {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(html)
+			if enc.Encode(s) == nil {
+				secrets = append(secrets, unquoted(strings.TrimSuffix(b.String(), "\n")))
+			}
+		}
+	}
+	return secrets
+}
+
+// unquoted is q without the quotes around it.
+func unquoted(q string) string { return q[1 : len(q)-1] }
 
 // formSecretNames are the fields of a form or token request that carry
 // credentials without a secret-looking name: OAuth 2.0's assertion grants
@@ -240,6 +271,99 @@ var formSecretNames = []string{"assertion", "client_assertion", "code_verifier"}
 // a credential.
 func (rd redactor) credential(name string) bool {
 	return rd.secret(name) || slices.Contains(formSecretNames, strings.ToLower(name))
+}
+
+// maxDecodedBody bounds what bodyOmitted decodes of a body sent with a
+// Content-Encoding: a body that decodes to more is read as one it cannot
+// decode.
+const maxDecodedBody = MaxLetterBody
+
+// bodyOmitted is why a letter must leave out body (sent with header h),
+// "" if it may keep it: the body carries credentials (bodySecrets), read
+// as the server reads it, after undoing its Content-Encoding (gzip,
+// x-gzip, deflate, identity). A form or multipart body whose encoding it
+// cannot undo cannot be looked into, and is left out too: such a body is
+// what a token request sends. Another body it cannot decode (a JSON
+// application sent as br) is kept as sent.
+func (rd redactor) bodyOmitted(h http.Header, body []byte) string {
+	decoded, err := undoContentEncoding(h, body)
+	if err != nil {
+		if form := formMediaType(h); form != "" {
+			return fmt.Sprintf("the body's Content-Encoding could not be undone to look for credentials in its %s fields (%v): letters are kept without credentials, so it was not kept; the client that made the call must make it again", form, err)
+		}
+		decoded = body
+	}
+	if names := rd.bodySecrets(h, decoded); names != nil {
+		return credentialsOmitted(names)
+	}
+	return ""
+}
+
+// undoContentEncoding undoes h's Content-Encoding on body, the last coding
+// first (at most maxCodings of them), up to maxDecodedBody bytes. Unlike
+// SOAPEnvelope's decodeContent, which reads a response as best it can, it
+// says when it cannot: what it cannot read, it cannot look into.
+func undoContentEncoding(h http.Header, body []byte) ([]byte, error) {
+	var codings []string
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Encoding") {
+			continue
+		}
+		for _, v := range vs {
+			for _, c := range strings.Split(v, ",") {
+				if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+					codings = append(codings, c)
+				}
+			}
+		}
+	}
+	if len(codings) > maxCodings {
+		return nil, fmt.Errorf("%d Content-Encodings, more than the %d grantretry undoes", len(codings), maxCodings)
+	}
+	for i := len(codings) - 1; i >= 0; i-- {
+		var r io.ReadCloser
+		var err error
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			r, err = gzip.NewReader(bytes.NewReader(body))
+		case "deflate": // zlib, as RFC 9110 section 8.4.1.2 defines it
+			if r, err = zlib.NewReader(bytes.NewReader(body)); err != nil {
+				// raw DEFLATE, as some clients send it
+				r, err = flate.NewReader(bytes.NewReader(body)), nil
+			}
+		default:
+			return nil, fmt.Errorf("Content-Encoding %q is not one grantretry reads", codings[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", codings[i], err)
+		}
+		b, err := io.ReadAll(io.LimitReader(r, maxDecodedBody+1))
+		r.Close()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: %v", codings[i], err)
+		case len(b) > maxDecodedBody:
+			return nil, fmt.Errorf("%s: decodes to more than %d bytes", codings[i], maxDecodedBody)
+		}
+		body = b
+	}
+	return body, nil
+}
+
+// formMediaType is h's Content-Type if it is a form (URL-encoded or
+// multipart), "" if not.
+func formMediaType(h http.Header) string {
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Content-Type") {
+			continue
+		}
+		for _, v := range vs {
+			if mt, _ := mediaType(v); mt == "application/x-www-form-urlencoded" || strings.HasPrefix(mt, "multipart/") {
+				return mt
+			}
+		}
+	}
+	return ""
 }
 
 // bodySecrets returns the names of the fields of a request body that carry
@@ -280,7 +404,10 @@ func (rd redactor) bodySecrets(h http.Header, body []byte) []string {
 func mediaType(v string) (string, map[string]string) {
 	mt, params, err := mime.ParseMediaType(v)
 	if err != nil {
-		mt, _, _ = strings.Cut(v, ";")
+		// Up to a parameter, or to a second type a client listed after
+		// it ("application/x-www-form-urlencoded, text/plain"), as a
+		// server may read the first.
+		mt = v[:strings.IndexAny(v+";", ";,")]
 		return strings.ToLower(strings.TrimSpace(mt)), nil
 	}
 	return mt, params
@@ -323,31 +450,85 @@ func (rd redactor) multipartFields(body []byte, boundary string) []string {
 }
 
 // tokenRequestFields returns the names of the credential fields of a JSON
-// token request: a top-level object with a grant_type. A JSON body of
-// another kind is the work itself, and keeps its fields.
+// token request: an object whose grant_type is an OAuth 2.0 grant
+// (oauthGrant), alone or in a top-level array, after any UTF-8 byte order
+// mark. A field inside an object of it is named by its path
+// ("client.secret"). A JSON body of another kind is the work itself, and
+// keeps its fields: a funder's application may well have a grant_type of
+// its own ("capital"), beside an authorized representative and a
+// signature.
 func (rd redactor) tokenRequestFields(body []byte) []string {
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+	t := bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("\ufeff")), " \t\r\n")
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
 		return nil
 	}
-	var obj map[string]json.RawMessage
+	var v any
 	// The first value only, as a server that decodes the body does.
-	if json.NewDecoder(bytes.NewReader(body)).Decode(&obj) != nil {
+	if json.NewDecoder(bytes.NewReader(t)).Decode(&v) != nil {
 		return nil
+	}
+	objs, _ := v.([]any)
+	if objs == nil {
+		objs = []any{v}
 	}
 	var names []string
-	grant := false
-	for k := range obj {
-		if strings.EqualFold(k, "grant_type") {
-			grant = true
+	for _, o := range objs {
+		if obj, ok := o.(map[string]any); ok && tokenRequest(obj) {
+			names = rd.credentialPaths(names, "", obj)
 		}
-		if rd.credential(k) {
-			names = append(names, k)
-		}
-	}
-	if !grant {
-		return nil
 	}
 	return names
+}
+
+// tokenRequest reports whether obj has a grant_type (in any case) that is
+// an OAuth 2.0 grant.
+func tokenRequest(obj map[string]any) bool {
+	for k, v := range obj {
+		if g, ok := v.(string); ok && strings.EqualFold(k, "grant_type") && oauthGrant(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialPaths appends the paths of the credential fields of v, a
+// decoded JSON value at path, at any depth.
+func (rd redactor) credentialPaths(names []string, path string, v any) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if rd.credential(k) {
+				names = append(names, p)
+				continue
+			}
+			names = rd.credentialPaths(names, p, sub)
+		}
+	case []any:
+		for _, sub := range v {
+			names = rd.credentialPaths(names, path, sub)
+		}
+	}
+	return names
+}
+
+// oauthGrants are the grant types RFC 6749 defines by name (section 4);
+// the others are absolute URIs (section 4.5), as RFC 7522, 7523, 8628 and
+// 8693 define theirs under urn:ietf:params:oauth:grant-type:.
+var oauthGrants = []string{"authorization_code", "client_credentials", "password", "refresh_token"}
+
+// oauthGrant reports whether g, a grant_type's value, is an OAuth 2.0
+// grant: one of oauthGrants, or an absolute URI ("urn:...",
+// "https://...").
+func oauthGrant(g string) bool {
+	if slices.Contains(oauthGrants, strings.ToLower(g)) {
+		return true
+	}
+	u, err := url.Parse(g)
+	return err == nil && u.Scheme != "" && (u.Opaque != "" || u.Host != "")
 }
 
 // minBodyRun is the shortest run of a request body's bytes removed from
@@ -357,24 +538,191 @@ const minBodyRun = 8
 
 // scrub is err's message with the call's request removed from it: every
 // run of minBodyRun bytes or more that is also a run of the request body,
-// as it is or as Go quotes it (%q), then the redactor's secrets and header
-// values (redactor.scrub). It runs on errors only, never on the success
-// path: an inner layer, a reconciler or a sink may quote the request in its
-// error, and the text goes into Error, the audit lines, the letter and the
-// span.
-func (c *call) scrub(err error) string {
-	msg := err.Error()
+// as it is or as Go quotes it (%q), and the redactor's secrets and header
+// values (redactor.scrub), in the text cut as cutErrorText cuts it. It
+// runs on errors only, never on the success path: an inner layer, a
+// reconciler or a sink may quote the request in its error, and the text
+// goes into Error, the audit lines, the letter and the span. Each distinct
+// text is scrubbed once per call (scrubCache), however many of those write
+// it.
+func (c *call) scrub(err error) string { return c.scrubText(err.Error()) }
+
+// scrubText is scrub of a text of the call's: an error's message, or a
+// classifier's reason.
+func (c *call) scrubText(msg string) string {
 	if c.req == nil {
+		return cutErrorText(msg)
+	}
+	// Whether the body can be checked, or need not be: no inner layer was
+	// given a body the call does not hold (a stream, or one whose
+	// reading failed) while the call made no attempt, and then the text is
+	// the caller's body's own, or grantretry's.
+	runs := c.out.Attempts > 0 || c.p.buf != nil || c.p.getBody != nil
+	sc := c.scrubs()
+	secrets, key, done, ok := sc.lookup(c, msg, runs)
+	if ok {
+		return done
+	}
+	t := newErrorText(msg)
+	t.markSecrets(secrets)
+	out := t.String()
+	if runs {
+		out = c.p.scrubRuns(t)
+	}
+	sc.store(key, out)
+	return out
+}
+
+// scrubCache is what a call's scrubs share: the request's secrets, listed
+// once, and the texts already scrubbed. It is made on the error path only,
+// and kept with the call's audit fields (auditShared), so that the success
+// path pays nothing for it. mu guards its fields; a scrub does not hold it
+// while it reads the body (GetBody is the caller's).
+type scrubCache struct {
+	mu      sync.Mutex
+	secrets []string          // sortedSecrets of the call's request; nil until the first scrub
+	texts   map[string]string // scrubKey -> the text as scrubbed
+}
+
+// maxScrubbedTexts bounds a call's scrubCache: a call has an error per
+// attempt and a few of its own, and a call with more keeps the first.
+const maxScrubbedTexts = 32
+
+// scrubs returns the call's scrubCache, making it at the first scrub.
+func (c *call) scrubs() *scrubCache {
+	s := c.shared(nil)
+	if s.scrubs == nil {
+		s.scrubs = new(scrubCache)
+	}
+	return s.scrubs
+}
+
+// lookup returns the request's secrets, the key of msg, and msg as scrubbed
+// before, if it was. The scrubbed text depends on the bytes of msg that
+// are kept and the margin a run or a secret may reach past them
+// (scrubbedSpan), on its length, and on whether the body is checked.
+func (sc *scrubCache) lookup(c *call, msg string, runs bool) (secrets []string, key, done string, ok bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.secrets == nil {
+		sc.secrets = c.t.cfg.redact.sortedSecrets(c.req)
+		if sc.secrets == nil {
+			sc.secrets = []string{}
+		}
+	}
+	span := scrubbedSpan(msg, sc.secrets)
+	key = strconv.Itoa(len(msg)) + strconv.FormatBool(runs) + ":" + msg[:span]
+	done, ok = sc.texts[key]
+	return sc.secrets, key, done, ok
+}
+
+// store keeps key's scrubbed text, while the cache has room.
+func (sc *scrubCache) store(key, out string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.texts == nil {
+		sc.texts = make(map[string]string)
+	}
+	if len(sc.texts) < maxScrubbedTexts {
+		sc.texts[key] = out // key is a string of its own (lookup), not a slice of the message
+	}
+}
+
+// maxErrorText is the most of an error's text grantretry keeps, wherever
+// it writes it (Error, the audit lines, a letter, a span): its first
+// maxErrorText bytes, then how many more there were. Only that much is
+// scrubbed, so an error that quotes a body of megabytes costs what its
+// first KiB do; with the note, the text fits an audit field (maxFieldText)
+// uncut.
+const maxErrorText = maxFieldText - 64
+
+// cutErrorText is msg, or its first maxErrorText bytes and how many more
+// there were.
+func cutErrorText(msg string) string {
+	if len(msg) <= maxErrorText {
 		return msg
 	}
-	then := func(s string) string { return c.t.cfg.redact.scrubText(s, c.req) }
-	if c.out.Attempts == 0 && c.p.buf == nil && c.p.getBody == nil {
-		// No inner layer was given a body the call does not hold (a
-		// stream, or one whose reading failed): the text is the
-		// caller's body's own, or grantretry's.
-		return then(msg)
+	return msg[:maxErrorText] + cutNote(len(msg)-maxErrorText)
+}
+
+func cutNote(more int) string {
+	return "...[" + strconv.Itoa(more) + " more bytes of the error not kept]"
+}
+
+// scrubbedSpan is how much of msg a scrub reads: the bytes it keeps, and as
+// far past them as a run of the body or one of secrets that begins among
+// them may reach.
+func scrubbedSpan(msg string, secrets []string) int {
+	margin := minBodyRun - 1
+	if len(secrets) > 0 && len(secrets[0])-1 > margin {
+		margin = len(secrets[0]) - 1 // the longest
 	}
-	return c.p.scrubRuns(msg, then)
+	return min(len(msg), maxErrorText+margin)
+}
+
+// errorText is an error's message being scrubbed: the bytes to remove are
+// marked, among the ones kept.
+type errorText struct {
+	msg   string
+	marks []bool // of msg's first maxErrorText bytes: to be removed
+}
+
+func newErrorText(msg string) *errorText {
+	return &errorText{msg: msg, marks: make([]bool, min(len(msg), maxErrorText))}
+}
+
+// mark marks the bytes [from, to) that are kept.
+func (t *errorText) mark(from, to int) {
+	for i := from; i < to && i < len(t.marks); i++ {
+		t.marks[i] = true
+	}
+}
+
+// markSecrets marks every occurrence of each of secrets that begins among
+// the bytes kept.
+func (t *errorText) markSecrets(secrets []string) {
+	for _, s := range secrets {
+		text := t.msg[:min(len(t.msg), len(t.marks)+len(s)-1)]
+		for at := 0; ; {
+			i := strings.Index(text[at:], s)
+			if i < 0 {
+				break
+			}
+			t.mark(at+i, at+i+len(s))
+			at += i + 1
+		}
+	}
+}
+
+// String is the kept text with each marked run replaced by redacted (runs
+// that touch are one), at most maxErrorText bytes of it (a marker is
+// longer than the shortest secrets), and the note of how many bytes of the
+// message it left out.
+func (t *errorText) String() string {
+	var b strings.Builder
+	b.Grow(len(t.marks))
+	i := 0
+	for i < len(t.marks) {
+		if !t.marks[i] {
+			if b.Len() == maxErrorText {
+				break
+			}
+			b.WriteByte(t.msg[i])
+			i++
+			continue
+		}
+		if b.Len()+len(redacted) > maxErrorText {
+			break
+		}
+		b.WriteString(redacted)
+		for i < len(t.marks) && t.marks[i] {
+			i++
+		}
+	}
+	if i < len(t.msg) {
+		b.WriteString(cutNote(len(t.msg) - i))
+	}
+	return b.String()
 }
 
 // scrubbedError is an error whose message call.scrub made: errors.Is and
@@ -393,28 +741,30 @@ func (c *call) scrubbed(err error) error {
 	return &scrubbedError{msg: c.scrub(err), err: err}
 }
 
-// scrubRuns replaces with redacted every run of msg of minBodyRun bytes or
-// more that is a run of the body, then applies then to what is left. The
-// marker itself, with the text beside it, could make a run of a body that
-// holds it ("REDACTED" in a body that was scrubbed before): a changed text
-// is checked against the body again, and if it holds a run, only "-" is
-// left. A body the call does not hold (streamed once, or one whose GetBody
-// fails) cannot be checked: the text is withheld (bodyUnchecked).
-func (p *payload) scrubRuns(msg string, then func(string) string) string {
-	if len(msg) < minBodyRun || p.empty() {
-		return then(msg)
+// scrubRuns marks in t every run of minBodyRun bytes or more that is a run
+// of the body, among the bytes kept and as far past them as such a run may
+// reach, and returns t as scrubbed. The marker itself, with the text beside
+// it, could make a run of a body that holds it ("REDACTED" in a body that
+// was scrubbed before): a changed text is checked against the body again,
+// and if it holds a run, only "-" is left. A body the call does not hold
+// (streamed once, or one whose GetBody fails) cannot be checked: the text
+// is withheld (bodyUnchecked).
+func (p *payload) scrubRuns(t *errorText) string {
+	if len(t.msg) < minBodyRun || p.empty() {
+		return t.String()
 	}
-	ix := newRunIndex(msg, true)
+	ix := newRunIndex(t.msg[:min(len(t.msg), len(t.marks)+minBodyRun-1)], true)
 	if p.eachChunk(ix.scan) != nil {
 		return bodyUnchecked
 	}
-	out, _ := ix.redact()
-	out = then(out)
-	if out == msg {
-		return out
+	for i, m := range ix.marks {
+		if m {
+			t.mark(i, i+1)
+		}
 	}
-	for strings.Contains(out, redacted+redacted) {
-		out = strings.ReplaceAll(out, redacted+redacted, redacted)
+	out := t.String()
+	if !slices.Contains(t.marks, true) {
+		return out
 	}
 	check := newRunIndex(out, false)
 	if p.eachChunk(check.scan) != nil || check.hits > 0 {
@@ -474,7 +824,9 @@ type runIndex struct {
 	hits      int
 
 	raw, quoted rollingWindow
-	quote       bool // roll over the body as Go's %q quotes it, too
+	quote       bool              // roll over the body as Go's %q quotes it, too
+	pend        [utf8.UTFMax]byte // the bytes of a multi-byte rune read so far
+	npend       int
 }
 
 // window is one distinct window of the text, and where it occurs:
@@ -554,9 +906,8 @@ func cmpUint64(a, b uint64) int {
 func (ix *runIndex) hash(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> ix.shift }
 
 // scan rolls the windows over the next chunk of the body: the raw one, and
-// the one over the body as strconv.Quote writes it (a byte of a multi-byte
-// rune as it is). While the last minBodyRun quoted bytes needed no escape,
-// the quoted window is the raw one, and is not looked up twice.
+// the one over the body as strconv.Quote writes it (a printable rune as it
+// is, any other as its escape; see quoteRune).
 func (ix *runIndex) scan(chunk []byte) {
 	raw, quoted := ix.raw, ix.quoted
 	defer func() { ix.raw, ix.quoted = raw, quoted }()
@@ -573,42 +924,89 @@ func (ix *runIndex) scan(chunk []byte) {
 		if !ix.quote {
 			continue
 		}
-		var esc [4]byte
-		q := esc[:0]
-		switch b {
-		case '"', '\\':
-			q = append(q, '\\', b)
-		case '\a', '\b', '\f', '\n', '\r', '\t', '\v':
-			q = append(q, '\\', "abfnrtv"[strings.IndexByte("\a\b\f\n\r\t\v", b)])
-		default:
-			if b < 0x20 || b == 0x7f {
-				const hex = "0123456789abcdef"
-				q = append(q, '\\', 'x', hex[b>>4], hex[b&15])
-			}
-		}
-		if len(q) == 0 {
-			quoted.w = quoted.w>>8 | uint64(b)<<56
-			if quoted.n < minBodyRun-1 {
-				quoted.n++
-			} else if quoted.n < 2*minBodyRun-1 {
-				// an escape is still in the window
-				quoted.n++
-				if ix.counts[ix.hash(quoted.w)] != 0 {
-					ix.find(quoted.w)
-				}
-			}
+		if b >= utf8.RuneSelf {
+			ix.quoteRune(&quoted, b)
 			continue
 		}
-		for _, e := range q {
-			quoted.w = quoted.w>>8 | uint64(e)<<56
-			if quoted.n < minBodyRun-1 {
-				quoted.n++
-				continue
+		for ix.npend > 0 { // a rune cut short: each of its bytes is \xNN
+			ix.rollEscaped(&quoted, hexEscape(ix.pend[0]))
+			ix.npend = copy(ix.pend[:], ix.pend[1:ix.npend])
+		}
+		switch b {
+		case '"', '\\':
+			ix.rollEscaped(&quoted, []byte{'\\', b})
+		case '\a', '\b', '\f', '\n', '\r', '\t', '\v':
+			ix.rollEscaped(&quoted, []byte{'\\', "abfnrtv"[strings.IndexByte("\a\b\f\n\r\t\v", b)]})
+		default:
+			if b < 0x20 || b == 0x7f {
+				ix.rollEscaped(&quoted, hexEscape(b))
+			} else {
+				ix.rollPlain(&quoted, b)
 			}
-			quoted.n = minBodyRun - 1 // an escape is in the window
-			if ix.counts[ix.hash(quoted.w)] != 0 {
-				ix.find(quoted.w)
+		}
+	}
+}
+
+// quoteRune takes b, a byte of a multi-byte rune, into the quoted window
+// as strconv.Quote writes the rune: as it is if it is printable, as \u or
+// \U and its code point if not, and each byte of what is not UTF-8 as
+// \xNN. The bytes of a rune cut by a chunk's end wait in pend.
+func (ix *runIndex) quoteRune(quoted *rollingWindow, b byte) {
+	ix.pend[ix.npend] = b
+	ix.npend++
+	for ix.npend > 0 && utf8.FullRune(ix.pend[:ix.npend]) {
+		p := ix.pend[:ix.npend]
+		r, size := utf8.DecodeRune(p)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			ix.rollEscaped(quoted, hexEscape(p[0]))
+		case strconv.IsPrint(r):
+			for _, c := range p[:size] {
+				ix.rollPlain(quoted, c)
 			}
+		case r < 0x10000:
+			ix.rollEscaped(quoted, fmt.Appendf(nil, "\\u%04x", r))
+		default:
+			ix.rollEscaped(quoted, fmt.Appendf(nil, "\\U%08x", r))
+		}
+		ix.npend = copy(ix.pend[:], p[size:])
+	}
+}
+
+// hexEscape is b as strconv.Quote escapes a byte it cannot write: \xNN.
+func hexEscape(b byte) []byte {
+	const hex = "0123456789abcdef"
+	return []byte{'\\', 'x', hex[b>>4], hex[b&15]}
+}
+
+// rollPlain rolls a byte the quoting wrote as it is into the quoted
+// window. While the last minBodyRun bytes needed no escape, the quoted
+// window is the raw one, and is not looked up twice.
+func (ix *runIndex) rollPlain(quoted *rollingWindow, b byte) {
+	quoted.w = quoted.w>>8 | uint64(b)<<56
+	if quoted.n < minBodyRun-1 {
+		quoted.n++
+	} else if quoted.n < 2*minBodyRun-1 {
+		// an escape is still in the window
+		quoted.n++
+		if ix.counts[ix.hash(quoted.w)] != 0 {
+			ix.find(quoted.w)
+		}
+	}
+}
+
+// rollEscaped rolls an escape the quoting wrote into the quoted window,
+// looking each window up.
+func (ix *runIndex) rollEscaped(quoted *rollingWindow, esc []byte) {
+	for _, e := range esc {
+		quoted.w = quoted.w>>8 | uint64(e)<<56
+		if quoted.n < minBodyRun-1 {
+			quoted.n++
+			continue
+		}
+		quoted.n = minBodyRun - 1 // an escape is in the window
+		if ix.counts[ix.hash(quoted.w)] != 0 {
+			ix.find(quoted.w)
 		}
 	}
 }
@@ -632,26 +1030,4 @@ func (ix *runIndex) find(w uint64) {
 			ix.marks[j] = true
 		}
 	}
-}
-
-// redact returns the text with each marked run replaced by redacted, and
-// whether any was.
-func (ix *runIndex) redact() (string, bool) {
-	if ix.hits == 0 {
-		return ix.text, false
-	}
-	var b strings.Builder
-	b.Grow(len(ix.text))
-	for i := 0; i < len(ix.text); {
-		if !ix.marks[i] {
-			b.WriteByte(ix.text[i])
-			i++
-			continue
-		}
-		b.WriteString(redacted)
-		for i < len(ix.text) && ix.marks[i] {
-			i++
-		}
-	}
-	return b.String(), true
 }

@@ -898,7 +898,7 @@ func (c *call) attempt(a *sentAttempt, body io.ReadCloser) {
 		// timer may cut it while its body is read. The read's own wait
 		// ends before the attempt's time and the call's do.
 		received := c.t.clock.Now()
-		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends), received)
+		a.class, a.classified = classifyResponse(c.pol.classifier, a.resp, c.peekWait(ctx, a.ends), received, c.scrubText)
 	}
 }
 

@@ -186,7 +186,7 @@ func TestTransportCrashLosesNoReportedDispositionOrLetter(t *testing.T) {
 
 // A funder whose error text is huge, or a caller whose own correlation id
 // is, cannot break a trail shared by every call: the Transport cuts the
-// fields, with the length and hash of the whole, so the trail never sees a
+// fields, saying how many bytes it left out, so the trail never sees a
 // record over its limit, and stays healthy.
 func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trail.jsonl")
@@ -218,7 +218,7 @@ func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
 			if len(v) > 4<<10+200 {
 				t.Errorf("%s %s: %d bytes kept", r.Msg, k, len(v))
 			}
-			if strings.Contains(v, "more bytes; sha256 of all ") {
+			if strings.Contains(v, " more bytes") {
 				cut++
 			}
 		}
@@ -227,7 +227,7 @@ func TestAuditFieldsAreBoundedSoNoCallBreaksTheTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cut < 4 { // the correlation id of every line, and the error of each attempt
-		t.Errorf("%d fields cut with their length and hash, want at least 4", cut)
+		t.Errorf("%d fields cut with the length left out, want at least 4", cut)
 	}
 }
 
