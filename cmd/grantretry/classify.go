@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,16 +69,8 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 	fs.StringVar(&f.classifier, "classifier", "none", "the WithClassifier function: none, soap (ClassifySOAPFault) or grantsgov (grantsgov.ClassifyFault)")
 	fs.IntVar(&f.retries, "retries", grantretry.DefaultMaxRetries, "the budget's retries, as WithBudget")
 	fs.DurationVar(&f.deadline, "deadline", grantretry.DefaultDeadline, "the budget's deadline, as WithBudget")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		io.WriteString(stdout, classifySynopsis+"\nFlags:\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-		return flag.ErrHelp
-	}
-	if err != nil {
-		return usageError{err: err}
+	if err := parseFlagsAndArgs(fs, args, classifySynopsis, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError{err: errors.New("give one FILE: the answer's body")}
@@ -114,6 +105,7 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 	if a.status == 0 {
 		a.status, a.assumed = 500, true
 	}
+	var err error
 	if a.body, err = readBody(fs.Arg(0)); err != nil {
 		return err
 	}

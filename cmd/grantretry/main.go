@@ -171,6 +171,18 @@ func newFlagSet(name string) *flag.FlagSet {
 // flags to stdout and returns flag.ErrHelp; it accepts no positional
 // argument.
 func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
+	if err := parseFlagsAndArgs(fs, args, synopsis, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+// parseFlagsAndArgs is parseFlags for a command that takes positional
+// arguments: fs.Args() holds them, for the caller to check.
+func parseFlagsAndArgs(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(stdout, synopsis+"\nFlags:\n")
@@ -181,9 +193,6 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 	}
 	if err != nil {
 		return usageError{err: err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
 }
