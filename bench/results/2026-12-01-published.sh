@@ -21,5 +21,5 @@ go test -c -o "$bin" .
 		echo "# round $r done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	done
 } >"$out.txt" 2>&1
-bash "$(dirname "$0")/2026-11-30-issue15-instructions.sh" "$bin" >"$out-instructions.txt"
+bash "$(dirname "$0")/2026-11-30-success-path-instructions.sh" "$bin" >"$out-instructions.txt"
 rm -f "$bin"

@@ -2,9 +2,9 @@
 # Issue 15's gap rounds: each round runs every given bench/ test binary in
 # turn, BenchmarkSuccess in memory (GET and POST; bare, grantretry,
 # failsafe-go) and then BenchmarkSuccessKeyAllowance, 200,000 calls each,
-# rows tagged /v=NAME/ for bench/results/2026-11-30-issue15-gap.py.
+# rows tagged /v=NAME/ for bench/results/2026-11-30-success-path-gap.py.
 #
-# Usage: bash 2026-12-01-issue15-gap-rounds.sh ROUNDS OUT NAME=TESTBINARY...
+# Usage: bash 2026-12-01-success-path-gap-rounds.sh ROUNDS OUT NAME=TESTBINARY...
 #   TESTBINARY: cd bench && go test -c -o /tmp/bench.test .
 set -u
 rounds=$1

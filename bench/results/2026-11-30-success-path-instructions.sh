@@ -1,5 +1,5 @@
 #!/bin/bash
-# Instructions per call of issue 15's success-path variants, counted by
+# Instructions per call of the success-path variants, counted by
 # callgrind: deterministic where the time is not (docs/performance.md,
 # "Issue 15, where it ends"). Counts only what runs inside the benchmark's
 # call (bench.do: build the request, Do, read and close the response),
@@ -10,7 +10,7 @@
 # Each figure is the median of 3 runs: the counts repeat to about 0.5%,
 # with a rare run a few percent higher.
 #
-# Usage: bash 2026-11-30-issue15-instructions.sh TESTBINARY [N]
+# Usage: bash 2026-11-30-success-path-instructions.sh TESTBINARY [N]
 #   TESTBINARY: cd bench && go test -c -o /tmp/bench.test .
 set -eu
 bin=$1
