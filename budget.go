@@ -12,7 +12,7 @@ const (
 	StopTerminal        = "terminal"                    // the last verdict was terminal
 	StopRetriesSpent    = "retries_exhausted"           // maxRetries retries were spent
 	StopDeadline        = "deadline"                    // the next wait would end at or after the deadline
-	StopRetryAfter      = "retry_after_beyond_deadline" // the funder asked for a wait past the deadline; no call stops so now (StopOwedLater), it stays for letters written with it
+	StopRetryAfter      = "retry_after_beyond_deadline" // found in older letters only: a call whose Retry-After ends past the deadline stops StopOwedLater
 	StopOwedLater       = "owed_later"                  // the funder will take the request later: an Owed verdict, or a Retry-After past the deadline (Outcome.NotBefore says when, if known)
 	StopNotReplayable   = "body_not_replayable"         // the body could not be sent twice
 	StopNotIdempotent   = "not_idempotent"              // a non-idempotent method without an Idempotency-Key
