@@ -15,9 +15,10 @@ import (
 
 // LetterVersion is the format version of a Letter as this package writes
 // it. Version 2 added "raw" and "header_raw", which keep, byte for byte,
-// the values that are not valid UTF-8 (see Letter.MarshalJSON); a letter
-// of version 1 reads as it always did.
-const LetterVersion = 2
+// the values that are not valid UTF-8 (see Letter.MarshalJSON); version 3
+// added "not_before" (see Letter.NotBefore). A letter of version 1 or 2
+// reads as it always did, with a zero NotBefore.
+const LetterVersion = 3
 
 // Letter is a dead letter: a call that ended DeadLetter or CircuitOpen,
 // which is work the pipeline still owes. It holds everything needed to
@@ -86,6 +87,13 @@ type Letter struct {
 	FirstAttempt time.Time `json:"first_attempt"`
 	LastAttempt  time.Time `json:"last_attempt"`
 	Created      time.Time `json:"created"`
+	// NotBefore is when the funder said it will take the request, for a
+	// call that ended StopOwedLater (a quota, or a Retry-After past the
+	// deadline): Outcome.NotBefore. Sending it earlier only meets the
+	// quota again, so deadletter.Redeliver refuses it until then. Zero
+	// (and absent from the JSON) when the funder gave no time, or the work
+	// is owed now.
+	NotBefore time.Time `json:"not_before,omitzero"`
 }
 
 // DeadLetterSink receives every call that ends DeadLetter or CircuitOpen,
@@ -166,6 +174,9 @@ func (c *call) letter(lastErr error) *Letter {
 		FirstAttempt:   c.firstSentAt(),
 		LastAttempt:    c.lastSentAt(),
 		Created:        created,
+	}
+	if c.out.StopReason == StopOwedLater {
+		l.NotBefore = c.out.NotBefore
 	}
 	l.URL, l.RedactedQuery = rd.url(c.req.URL)
 	if c.req.Host != "" && c.req.Host != c.req.URL.Host {

@@ -74,7 +74,8 @@ type Outcome struct {
 	// [Classification.NotBefore] and the end of the wait its Retry-After
 	// asked for, on the Transport's [Clock], and never before that Clock's
 	// now. Zero when the funder did not say, and for every other stop
-	// reason.
+	// reason. The call's dead letter keeps it (Letter.NotBefore), and is
+	// not redelivered before it.
 	NotBefore time.Time
 }
 

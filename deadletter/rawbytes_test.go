@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -97,8 +98,8 @@ func TestDeadLetterKeepsHeaderBytesThatAreNotUTF8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), `"version": 2`) {
-		t.Errorf("the letter is not of version 2:\n%s", data)
+	if want := fmt.Sprintf(`"version": %d`, grantretry.LetterVersion); !strings.Contains(string(data), want) {
+		t.Errorf("the letter is not of version %d:\n%s", grantretry.LetterVersion, data)
 	}
 	l, err := dir.Get(o.DeadLetterID)
 	if err != nil {
