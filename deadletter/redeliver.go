@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/grantretry/grantretry"
 )
@@ -55,6 +56,12 @@ import (
 // would send without the caller's credentials, timeouts or policy.
 // Letters that cannot be sent safely are refused, sending nothing, with an
 // error matching ErrBadLetter; see NewRedeliveryRequest.
+//
+// A letter that is not due, its NotBefore (the time the funder said it
+// will take the request) after the system clock's now, is refused, sending
+// nothing and asking nothing, with an error matching ErrNotYet that names
+// the time, unless ctx comes from SendEarly: the explicit decision to send
+// that one letter early.
 func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
 	req, err := NewRedeliveryRequest(ctx, l)
 	if err != nil {
@@ -62,6 +69,9 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 	}
 	if client == nil {
 		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
+	}
+	if err := notYet(ctx, l, time.Now()); err != nil {
+		return nil, err
 	}
 	switch {
 	case !l.Ambiguous || l.IdempotencyKey == "":

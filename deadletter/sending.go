@@ -197,14 +197,17 @@ func (d *Dir) settleMark(id string) (*grantretry.Letter, error) {
 }
 
 // refuse returns the error of a letter Redeliver would send nothing for,
-// before anything is sent: a bad letter, a nil client or context, or an
-// ambiguous letter without a reconciler.
+// before anything is sent: a bad letter, a nil client or context, a letter
+// not yet due, or an ambiguous letter without a reconciler.
 func refuse(ctx context.Context, client *http.Client, l *grantretry.Letter, reconcile grantretry.ReconcileFunc) error {
 	if _, err := NewRedeliveryRequest(ctx, l); err != nil {
 		return err
 	}
 	if client == nil {
 		return fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
+	}
+	if err := notYet(ctx, l, time.Now()); err != nil {
+		return err
 	}
 	if reconcile == nil && l.Ambiguous && l.IdempotencyKey != "" {
 		return ambiguousError(l)
@@ -236,6 +239,15 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 		}
 		if sent.known && sent.out.Reason != "" {
 			l.Reason = sent.out.Reason
+		}
+		if sent.known {
+			// The funder's latest word on when it takes the request
+			// replaces the letter's: a time if it owes it for later
+			// again, none if it does not.
+			l.NotBefore = time.Time{}
+			if sent.out.StopReason == grantretry.StopOwedLater {
+				l.NotBefore = sent.out.NotBefore
+			}
 		}
 		l.Version = grantretry.LetterVersion
 		if werr := d.replaceLetter(l); werr != nil {

@@ -268,6 +268,9 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // or when reconcile is deadletter.TrustKey, the caller's word that the
 // funder honours the key. With a nil reconcile an ambiguous letter is not
 // sent: it is released, and the error matches deadletter.ErrAmbiguous.
+// A letter not yet due (its NotBefore ahead) is not sent either, unless
+// ctx comes from deadletter.SendEarly: it is released as it was, and the
+// error matches deadletter.ErrNotYet.
 // The error of a cut send matches ErrLeaseLost and the context's error.
 func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, reconcile grantretry.ReconcileFunc) (deadletter.Redelivery, error) {
 	if c == nil || c.Letter == nil {
@@ -313,12 +316,13 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 
 // mayHaveApplied reports whether a redelivery that failed with err may
 // have reached the funder. Only what says so is taken as not: a letter
-// refused before sending, an ambiguous one given no reconciler, a
-// reconciler that could not tell (nothing was sent in any of these), or a
-// grantretry Transport whose last attempt was not ambiguous, the rule by
-// which a Transport marks its own letters.
+// refused before sending, one not yet due, an ambiguous one given no
+// reconciler, a reconciler that could not tell (nothing was sent in any of
+// these), or a grantretry Transport whose last attempt was not ambiguous,
+// the rule by which a Transport marks its own letters.
 func mayHaveApplied(err error) bool {
-	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) {
+	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) ||
+		errors.Is(err, deadletter.ErrNotYet) {
 		return false
 	}
 	var gerr *grantretry.Error
