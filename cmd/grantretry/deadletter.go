@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,20 +31,24 @@ with WithDeadLetter and a deadletter.Dir: calls that ended dead_letter or
 circuit_open, which are work still owed. See docs/dead-letters.md.
 
 Subcommands:
-  list DIR                      the letters waiting in DIR, oldest first
+  list DIR                      the letters waiting in DIR, due ones first
   show DIR ID                   every field of one letter
   redeliver DIR (ID... | -all) [-trail PATH]
                                 send letters again, with their own keys,
-                                on the record of an audit trail
+                                on the record of an audit trail; -all
+                                sends the letters that are due
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
 
 const dlListSynopsis = `Usage: grantretry deadletter list DIR [flags]
 
-Lists the letters waiting in DIR (not those redelivered), oldest first, and
-their count. A file that is not a valid letter is reported, not skipped,
-and makes the command fail after listing the others.
+Lists the letters waiting in DIR (not those redelivered), and their count.
+DUE is "now", or the time before which the funder said it will not take
+the letter (its not_before: a quota, a Retry-After past the deadline). The
+letters due now come first, oldest first, then the others by when they are
+due. A file that is not a valid letter is reported, not skipped, and makes
+the command fail after listing the others.
 `
 
 const dlShowSynopsis = `Usage: grantretry deadletter show DIR ID [flags]
@@ -91,6 +96,12 @@ this command cannot ask the funder. Nor does it send again, without
 such letters from the pipeline, with deadletter.Redeliver and the
 pipeline's reconciler, which asks the funder first; or, for a funder that
 honours the key, pass -trust-key.
+
+A letter that is not due (the funder said it will not take it before its
+not_before: a quota, a Retry-After past the deadline) is not sent: -all
+leaves it, printing "not due: letter ID (submission S) until T", and does
+not count it a failure; a letter named by ID is refused, and the command
+fails, unless -early says to send the named letters now anyway.
 `
 
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.
@@ -200,6 +211,7 @@ func runDLList(args []string, stdout io.Writer) error {
 		return err
 	}
 	letters, listErr := d.List()
+	sortByDue(letters, time.Now())
 	if *asJSON {
 		err = writeLettersJSON(stdout, letters)
 	} else {
@@ -223,13 +235,31 @@ func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
 	return enc.Encode(out)
 }
 
+// sortByDue puts the letters due at now first, in the order they came
+// (oldest first), then the others by when they are due.
+func sortByDue(letters []*grantretry.Letter, now time.Time) {
+	slices.SortStableFunc(letters, func(a, b *grantretry.Letter) int {
+		aDue, bDue := deadletter.Due(a, now), deadletter.Due(b, now)
+		switch {
+		case aDue && bDue:
+			return 0
+		case aDue:
+			return -1
+		case bDue:
+			return 1
+		}
+		return a.NotBefore.Compare(b.NotBefore)
+	})
+}
+
 func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tSUBMISSION\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
 	}
+	now := time.Now()
 	for _, l := range letters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), showTime(l.Created), l.Disposition,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), operator.DueAt(l, now), showTime(l.Created), l.Disposition,
 			l.StopReason, operator.EscapeControl(l.Method), operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
@@ -321,6 +351,7 @@ const defaultRedeliveryTrail = "trail.jsonl"
 // redeliverFlags are the redeliver subcommand's flags.
 type redeliverFlags struct {
 	all      bool
+	early    bool
 	trustKey bool
 	dryRun   bool
 	timeout  time.Duration
@@ -331,6 +362,7 @@ type redeliverFlags struct {
 func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	f := &redeliverFlags{}
 	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in DIR")
+	fs.BoolVar(&f.early, "early", false, "send the letters named even if they are not due: the funder said it will not take them before their not_before, and you know better")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
@@ -354,6 +386,8 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: errors.New("redeliver wants a directory, then letter ids or -all")}
 	case f.all == (len(pos) > 1):
 		return usageError{err: errors.New("give letter ids or -all, not both nor neither")}
+	case f.all && f.early:
+		return usageError{err: errors.New("-early sends the letters named, one by one: it does not go with -all")}
 	case f.timeout <= 0:
 		return usageError{err: fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
 	}
@@ -482,14 +516,18 @@ func alreadyRedelivered(d *deadletter.Dir, id string) error {
 // is begun: run says which were left.
 func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*grantretry.Letter, unreadable int) error {
 	failed := unreadable
+	letters, later := r.due(letters, time.Now())
 	for i, l := range letters {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx, letters[i:], failed, len(letters)+unreadable)
 		}
 		var err error
-		if r.f.dryRun {
+		switch {
+		case !r.f.early && !deadletter.Due(l, time.Now()):
+			err = operator.NotSentNotDue(l, "-early", "it stays in "+r.d.Path())
+		case r.f.dryRun:
 			err = operator.WritePlan(r.stdout, l, &r.f.creds)
-		} else {
+		default:
 			err = r.one(ctx, client, l)
 		}
 		if err != nil {
@@ -504,10 +542,36 @@ func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*gr
 	if failed > 0 {
 		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(total, "letter"))
 	}
-	if total == 0 {
+	switch {
+	case total == 0 && later > 0:
+		fmt.Fprintf(r.stdout, "no letters due; %s not due yet\n", countNoun(later, "letter"))
+	case total == 0:
 		fmt.Fprintln(r.stdout, "no letters to redeliver")
 	}
 	return nil
+}
+
+// due returns, of a run over every letter (-all), the letters due at now,
+// and prints when each of the others is due; they are left, not failed.
+// Letters named one by one are all returned: run refuses those not due,
+// unless -early.
+func (r redeliverer) due(letters []*grantretry.Letter, now time.Time) (due []*grantretry.Letter, later int) {
+	if !r.f.all {
+		return letters, 0
+	}
+	var notDue []*grantretry.Letter
+	for _, l := range letters {
+		if deadletter.Due(l, now) {
+			due = append(due, l)
+		} else {
+			notDue = append(notDue, l)
+		}
+	}
+	sortByDue(notDue, now)
+	for _, l := range notDue {
+		fmt.Fprintln(r.stdout, operator.NotDue(l))
+	}
+	return due, len(notDue)
 }
 
 // interrupted reports a run stopped by a signal: the letters left untried,
@@ -532,9 +596,15 @@ func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.f.timeout)
 	defer cancel()
+	if r.f.early {
+		ctx = deadletter.SendEarly(ctx)
+	}
 	resp, err := r.d.Redeliver(ctx, client, l.ID, reconcile)
 	if errors.Is(err, deadletter.ErrAmbiguous) {
 		return operator.NotSentAmbiguous(l, "", "deadletter.Redeliver", where)
+	}
+	if errors.Is(err, deadletter.ErrNotYet) {
+		return operator.NotSentNotDue(l, "-early", where)
 	}
 	if err != nil {
 		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {

@@ -31,6 +31,11 @@ func WriteLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 	field("state", LetterState(rec))
 	field("version", l.Version)
 	field("created", showTime(l.Created))
+	if rec == nil {
+		field("due", DueAt(l, time.Now()))
+	} else {
+		field("not before", showTime(l.NotBefore))
+	}
 	field("disposition", l.Disposition)
 	field("stop reason", dashIfEmpty(l.StopReason))
 	field("reason", dashIfEmpty(l.Reason))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
@@ -56,6 +57,29 @@ func Redelivered(l *grantretry.Letter, rec deadletter.Redelivery) string {
 // letter is left.
 func NotRedelivered(l *grantretry.Letter, rec deadletter.Redelivery, where string) string {
 	return LetterName(l) + " not redelivered: " + Answer(rec) + "; " + where
+}
+
+// DueAt is when l is due at now, as the tools show it: "now", or its
+// NotBefore (the time the funder said it will take the request).
+func DueAt(l *grantretry.Letter, now time.Time) string {
+	if deadletter.Due(l, now) {
+		return "now"
+	}
+	return l.NotBefore.UTC().Format(time.RFC3339)
+}
+
+// NotDue is the line of a letter a run over every letter left for later:
+// "not due: letter ID (submission S) until T".
+func NotDue(l *grantretry.Letter) string {
+	return "not due: " + LetterName(l) + " until " + l.NotBefore.UTC().Format(time.RFC3339)
+}
+
+// NotSentNotDue is the error of a letter named to a command that is not
+// due (deadletter.ErrNotYet); early names the flag that sends it anyway,
+// where says where the letter is left.
+func NotSentNotDue(l *grantretry.Letter, early, where string) error {
+	return fmt.Errorf("%s not sent: not due until %s: the funder said it will not take it before then; give %s to send it anyway; %s",
+		LetterName(l), l.NotBefore.UTC().Format(time.RFC3339), early, where)
 }
 
 // NotSentAmbiguous is the error of a letter a command did not send
