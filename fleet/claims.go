@@ -73,8 +73,10 @@ type Claim struct {
 	InFlight bool
 }
 
-// Claim leases up to n waiting letters, oldest first, to worker: letters
-// never claimed, or whose lease has ended. Workers never wait for one
+// Claim leases up to n waiting letters that are due, oldest first, to
+// worker: letters never claimed, or whose lease has ended, and whose
+// NotBefore (the time the funder said it will take them) is not ahead on
+// the database's clock; a letter not yet due waits until then. Workers never wait for one
 // another (FOR UPDATE SKIP LOCKED), and leases run on the database's
 // clock, so workers' clocks need not agree. A letter whose earlier send
 // was in flight when its claim ended comes back ambiguous (see
@@ -83,6 +85,7 @@ type Claim struct {
 // called is lost, and nothing is sent for it.
 func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, error) {
 	rows, err := s.pool.Query(ctx, claimSQL(`state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
+			AND (not_before IS NULL OR not_before <= clock_timestamp())
 			ORDER BY created, id LIMIT $3`), worker, s.cfg.lease, n)
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
@@ -138,8 +141,9 @@ func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 }
 
 // ClaimIDs leases the letters named by ids to worker, those that wait and
-// are not leased to another worker; the others are left out of the
-// result, as Claim leaves out what it cannot take.
+// are not leased to another worker, due or not (Redeliver refuses one not
+// yet due, unless its context comes from deadletter.SendEarly); the others
+// are left out of the result, as Claim leaves out what it cannot take.
 func (s *Letters) ClaimIDs(ctx context.Context, worker string, ids []string) ([]*Claim, error) {
 	rows, err := s.pool.Query(ctx, claimSQL(`id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())`),
 		worker, s.cfg.lease, ids)

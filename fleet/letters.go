@@ -224,8 +224,17 @@ func awaitInsert(ins *inserting, fe *FallbackError) error {
 // insertSQL is the one statement that puts a letter in the database,
 // from PutDeadLetter and Drain: a letter whose row is there already (a
 // cut insert that committed, a letter drained before) is left as it is,
-// whatever its state.
-const insertSQL = `INSERT INTO grantretry_letters (id, created, letter) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`
+// whatever its state. $4 is the letter's not_before (see notBefore).
+const insertSQL = `INSERT INTO grantretry_letters (id, created, letter, not_before) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`
+
+// notBefore is l's NotBefore as the not_before column holds it: NULL when
+// the letter is due now.
+func notBefore(l *grantretry.Letter) *time.Time {
+	if l.NotBefore.IsZero() {
+		return nil
+	}
+	return &l.NotBefore
+}
 
 // inserting is one letter's insert, which may outlive its caller's wait.
 type inserting struct {
@@ -265,7 +274,7 @@ func (s *Letters) insert(l *grantretry.Letter, data []byte) *inserting {
 		defer s.wg.Done()
 		defer func() { <-s.slots }()
 		ctx, cancel := context.WithTimeout(context.Background(), s.run()+letterGrace)
-		_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data)
+		_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l))
 		cancel()
 		landed := err == nil || (mayHaveCommitted(err) && s.stored(l, data))
 		ins.mu.Lock()
@@ -299,7 +308,7 @@ func mayHaveCommitted(err error) bool {
 func (s *Letters) stored(l *grantretry.Letter, data []byte) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), letterGrace)
 	defer cancel()
-	_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data)
+	_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l))
 	return err == nil
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/grantretry/grantretry/deadletter"
 )
 
-// Letters.Redeliver of a letter not yet due sends nothing, the error
-// matches deadletter.ErrNotYet, and the letter is released as it was: not
-// ambiguous, since nothing left.
+// Letters.Redeliver of a letter not yet due (claimed by its ID, as Claim
+// leaves it) sends nothing, the error matches deadletter.ErrNotYet, and
+// the letter is released as it was: not ambiguous, since nothing left.
 func TestLettersRedeliverOfALetterNotYetDueLeavesItUnambiguous(t *testing.T) {
 	pool := newPool(t)
 	f := newFunder(t)
@@ -22,7 +22,7 @@ func TestLettersRedeliverOfALetterNotYetDueLeavesItUnambiguous(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	claims, err := s.Claim(ctx, "w", 1)
+	claims, err := s.ClaimIDs(ctx, "w", []string{l.ID})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("Claim: %d, %v", len(claims), err)
 	}

@@ -31,6 +31,9 @@ CREATE INDEX IF NOT EXISTS grantretry_letters_waiting
 -- is known. A claim that finds it set takes over a letter whose send was
 -- in flight when its lease ended, and marks the letter ambiguous.
 ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS sending_since timestamptz;
+-- When the funder said it will take the letter (its not_before), NULL when
+-- it is due now: Claim leaves the letter until then.
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS not_before timestamptz;
 
 CREATE TABLE IF NOT EXISTS grantretry_trail (
 	writer  text   NOT NULL,

@@ -140,6 +140,12 @@ without -trust-key, an attempt of its own that may have been applied.
 Redeliver such letters from the pipeline, with fleet.Letters.Redeliver and
 the pipeline's reconciler, which asks the funder first; or, for a funder
 that honours the key, pass -trust-key.
+
+A letter that is not due (the funder said it will not take it before its
+not_before: a quota, a Retry-After past the deadline) is not sent: -all
+leaves it, printing "not due: letter ID (submission S) until T", and does
+not count it a failure; a letter named by ID is refused, and the command
+fails, unless -early says to send the named letters now anyway.
 `
 
 func dlShow(args []string, stdout io.Writer) error {
@@ -215,6 +221,7 @@ func reportEach(w io.Writer, err error) {
 // redeliverFlags are the redeliver subcommand's flags.
 type redeliverFlags struct {
 	all      bool
+	early    bool
 	trustKey bool
 	dryRun   bool
 	worker   string
@@ -225,6 +232,7 @@ type redeliverFlags struct {
 func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	f := &redeliverFlags{}
 	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in the database")
+	fs.BoolVar(&f.early, "early", false, "send the letters named even if they are not due: the funder said it will not take them before their not_before, and you know better")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
@@ -257,6 +265,8 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: f.creds.Err}
 	case f.all == (len(ids) > 0):
 		return usagef("redeliver: give -all or letter ids, not both or neither")
+	case f.all && f.early:
+		return usagef("redeliver: -early sends the letters named, one by one: it does not go with -all")
 	case f.timeout <= 0:
 		return usagef("redeliver: -timeout %v: want a positive duration", f.timeout)
 	}
@@ -280,8 +290,13 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("redeliver: %w", libError{err})
 		}
 		ids = ids[:0]
+		now := time.Now()
 		for _, l := range waiting {
-			ids = append(ids, l.ID)
+			if deadletter.Due(l, now) {
+				ids = append(ids, l.ID)
+			} else {
+				fmt.Fprintln(stdout, operator.NotDue(l))
+			}
 		}
 	} else {
 		ids = dedupe(ids)
@@ -433,7 +448,17 @@ func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
 	if r.f.trustKey {
 		reconcile = deadletter.TrustKey
 	}
+	if r.f.early {
+		rctx = deadletter.SendEarly(rctx)
+	}
 	rec, err := r.letters.Redeliver(rctx, c, r.client, reconcile)
+	if errors.Is(err, deadletter.ErrNotYet) {
+		msg := operator.NotSentNotDue(l, "-early", released)
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
+			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
+		}
+		return msg
+	}
 	if err != nil && rec.Status >= 400 {
 		// Answered, and refused or failed: said as the directory's tool
 		// says it, with whatever else went wrong releasing the letter.
