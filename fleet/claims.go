@@ -183,23 +183,28 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 // taken as unknown: the letter is marked ambiguous (Redeliver itself
 // releases a letter it knows was not applied without marking it).
 func (s *Letters) Release(ctx context.Context, c *Claim) error {
-	return s.release(ctx, c, true)
+	return s.release(ctx, c, true, nil)
 }
 
 // release gives c's letter back; mayHave says a send of it under c may
 // have reached the funder, which marks the letter ambiguous and, if it
-// had none, gives it the send's start as its first attempt.
-func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool) error {
+// had none, gives it the send's start as its first attempt. A non-nil
+// notBefore is the funder's new time for a letter it owes for later
+// again: the letter's not_before, and the column's, so that Claim leaves
+// it until then.
+func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore *time.Time) error {
 	var ambiguous bool
 	var first []byte
 	err := s.pool.QueryRow(ctx, `
 		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL,
-			letter = CASE WHEN $4 AND sending_since IS NOT NULL
+			letter = jsonb_set_lax(CASE WHEN $4 AND sending_since IS NOT NULL
 				THEN `+sentLetterSQL("grantretry_letters")+` ELSE letter END,
+				'{not_before}', to_jsonb($5::timestamptz), true, 'return_target'),
+			not_before = coalesce($5::timestamptz, not_before),
 			sending_since = NULL
 		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
 		RETURNING coalesce((letter->>'ambiguous')::boolean, false), letter->'first_attempt'`,
-		c.Letter.ID, c.Worker, c.Token, mayHave).Scan(&ambiguous, &first)
+		c.Letter.ID, c.Worker, c.Token, mayHave, notBefore).Scan(&ambiguous, &first)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errLost(c.Letter.ID)
 	}
@@ -288,7 +293,7 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	resp, err := deadletter.Redeliver(sendCtx, client, c.Letter, reconcile)
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
-		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err))
+		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), nil)
 		switch {
 		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}
@@ -310,10 +315,14 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	if resp.StatusCode >= 400 {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
 		mayHave := ambiguousStatus(resp.StatusCode)
+		var notBefore *time.Time
 		if ok {
 			mayHave = out.Ambiguous
+			if out.StopReason == grantretry.StopOwedLater && !out.NotBefore.IsZero() {
+				notBefore = &out.NotBefore // owed for later again: not claimed before then
+			}
 		}
-		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave))
+		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave, notBefore))
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
 }
