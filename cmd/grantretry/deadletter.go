@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -211,7 +210,7 @@ func runDLList(args []string, stdout io.Writer) error {
 		return err
 	}
 	letters, listErr := d.List()
-	sortByDue(letters, time.Now())
+	operator.SortByDue(letters, time.Now())
 	if *asJSON {
 		err = writeLettersJSON(stdout, letters)
 	} else {
@@ -233,23 +232,6 @@ func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// sortByDue puts the letters due at now first, in the order they came
-// (oldest first), then the others by when they are due.
-func sortByDue(letters []*grantretry.Letter, now time.Time) {
-	slices.SortStableFunc(letters, func(a, b *grantretry.Letter) int {
-		aDue, bDue := deadletter.Due(a, now), deadletter.Due(b, now)
-		switch {
-		case aDue && bDue:
-			return 0
-		case aDue:
-			return -1
-		case bDue:
-			return 1
-		}
-		return a.NotBefore.Compare(b.NotBefore)
-	})
 }
 
 func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
@@ -567,7 +549,7 @@ func (r redeliverer) due(letters []*grantretry.Letter, now time.Time) (due []*gr
 			notDue = append(notDue, l)
 		}
 	}
-	sortByDue(notDue, now)
+	operator.SortByDue(notDue, now)
 	for _, l := range notDue {
 		fmt.Fprintln(r.stdout, operator.NotDue(l))
 	}

@@ -68,6 +68,24 @@ func DueAt(l *grantretry.Letter, now time.Time) string {
 	return l.NotBefore.UTC().Format(time.RFC3339)
 }
 
+// SortByDue puts the letters due at now first, in the order they came
+// (oldest first), then the others by when they are due: the order both
+// tools list letters in.
+func SortByDue(letters []*grantretry.Letter, now time.Time) {
+	slices.SortStableFunc(letters, func(a, b *grantretry.Letter) int {
+		aDue, bDue := deadletter.Due(a, now), deadletter.Due(b, now)
+		switch {
+		case aDue && bDue:
+			return 0
+		case aDue:
+			return -1
+		case bDue:
+			return 1
+		}
+		return a.NotBefore.Compare(b.NotBefore)
+	})
+}
+
 // NotDue is the line of a letter a run over every letter left for later:
 // "not due: letter ID (submission S) until T".
 func NotDue(l *grantretry.Letter) string {

@@ -23,7 +23,10 @@ import (
 
 const dlListSynopsis = `Usage: grantretry-fleet deadletter list [-pg DSN] [-json]
 
-Lists the letters waiting in the database (not redelivered), oldest first.
+Lists the letters waiting in the database (not redelivered): the letters
+due now first, oldest first, then the others by when they are due. DUE is
+"now", or the time before which the funder said it will not take the
+letter (its not_before): redeliver -all leaves it until then.
 `
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
@@ -78,17 +81,19 @@ func dlList(args []string, stdout io.Writer) error {
 		}
 		return enc.Encode(letters)
 	}
+	now := time.Now()
+	operator.SortByDue(letters, now)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tSUBMISSION\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
 	}
 	for _, l := range letters {
 		last := dashIfEmpty(l.LastError)
 		if l.LastStatus != 0 {
 			last = fmt.Sprint(l.LastStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
-			l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
+			operator.DueAt(l, now), l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
 			operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(last))
 	}
 	fmt.Fprintf(tw, "%s waiting in the database\n", countNoun(len(letters), "letter"))

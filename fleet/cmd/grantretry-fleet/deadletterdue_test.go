@@ -47,3 +47,29 @@ func TestRedeliverSendsOnlyDueLettersUnlessEarly(t *testing.T) {
 		t.Errorf("sent early %d times, want once", n[owed.IdempotencyKey])
 	}
 }
+
+// list shows when each letter is due and puts the due letters first, as
+// grantretry deadletter list does.
+func TestListShowsWhenEachLetterIsDueDueFirst(t *testing.T) {
+	dsn, pool := newDB(t)
+	until := time.Now().Add(3 * time.Hour).Truncate(time.Second).UTC()
+	owed, due := testLetter("https://funder.example/submit", 0, false), testLetter("https://funder.example/submit", 1, false)
+	owed.SubmissionID, owed.NotBefore = "GRANT-2026-0061", until
+	due.SubmissionID = "GRANT-2026-0062"
+	putLetters(t, pool, owed, due)
+
+	code, out, errOut := runCLI("deadletter", "list", "-pg", dsn)
+	if code != exitOK {
+		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "DUE") {
+		t.Fatalf("no DUE column:\n%s", out)
+	}
+	if !strings.Contains(lines[1], "GRANT-2026-0062") || !strings.Contains(lines[1], " now ") {
+		t.Errorf("first row %q, want the letter due now", lines[1])
+	}
+	if !strings.Contains(lines[2], "GRANT-2026-0061") || !strings.Contains(lines[2], until.Format(time.RFC3339)) {
+		t.Errorf("second row %q, want the letter not due, until %s", lines[2], until.Format(time.RFC3339))
+	}
+}
