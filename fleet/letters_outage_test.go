@@ -259,9 +259,13 @@ func TestFleetLettersAtTheirDefaultLimitKeepTheBreakerAndLandOnce(t *testing.T) 
 		t.Errorf("with letters the processes were FleetUnknown in %d samples, without them in %d: the database was up", unknown(on), unknown(off))
 	}
 	// The fleet's own figure: one probe per probe interval across the
-	// processes, in the outage after its first second; two more as slack.
+	// processes, in the outage after its first second. The two runs are
+	// real processes on a shared machine: a process that cannot reach the
+	// database in time probes on its own, as many times in one run as in
+	// the other only on a quiet machine. A quarter more, and two, is
+	// slack for that.
 	fleetFigure := int((lettersDown-time.Second)/DefaultProbeEvery) + 1
-	if bound := max(off.probes(), fleetFigure) + 2; on.probes() > bound {
+	if base := max(off.probes(), fleetFigure); on.probes() > base+base/4+2 {
 		t.Errorf("with letters the funder got %d probes in the outage, without them %d (the fleet's figure %d)", on.probes(), off.probes(), fleetFigure)
 	}
 
