@@ -21,6 +21,18 @@
 //	grantretry.New(inner, grantretry.ForHost("api.simpler.grants.gov",
 //		grantretry.WithClassifier(simplergrants.ClassifyFault)))
 //
+// The API honours no idempotency key: a start sent again is a second
+// application. A [Reconciler] finds out after an ambiguous start or submit
+// whether the API applied it, and is meant for [grantretry.WithReconciler]:
+// a submit by the application's own record, a start by its
+// application_name, which the pipeline sets to the submission id it gives
+// [grantretry.WithSubmissionID]:
+//
+//	rec := simplergrants.NewReconciler("https://api.simpler.grants.gov", creds).ForUser(userID)
+//	grantretry.New(inner, grantretry.ForHost("api.simpler.grants.gov",
+//		grantretry.WithClassifier(simplergrants.ClassifyFault),
+//		grantretry.WithReconciler(rec.Reconcile)))
+//
 // The rules' sources, row for row, are in rules.go; testdata holds a
 // sample of each answer with a note saying what of it was captured and
 // what assembled, and from where.

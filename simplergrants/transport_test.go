@@ -120,3 +120,13 @@ func TestClassifyFaultThroughTransport(t *testing.T) {
 		})
 	}
 }
+
+// gatewayTimeoutResponse is the gateway's 504 of the testdata sample.
+func gatewayTimeoutResponse(r *http.Request) *http.Response {
+	body := `{"message": "Endpoint request timed out"}`
+	return &http.Response{
+		StatusCode: http.StatusGatewayTimeout, Status: "504 Gateway Timeout", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}
+}
