@@ -33,6 +33,11 @@
 //		grantretry.WithClassifier(simplergrants.ClassifyFault),
 //		grantretry.WithReconciler(rec.Reconcile)))
 //
+// [Profile] gives the host the classifier, the reconciler and a budget,
+// attempt timeout and breaker sized for the gateway:
+//
+//	grantretry.New(inner, simplergrants.Profile("api.simpler.grants.gov", rec))
+//
 // The rules' sources, row for row, are in rules.go; testdata holds a
 // sample of each answer with a note saying what of it was captured and
 // what assembled, and from where.
