@@ -297,3 +297,13 @@ func TestReconcilerAnswersNotAppliedForAReadThatPosts(t *testing.T) {
 		}
 	}
 }
+
+// The API's credentials are secrets by grantretry's built-in rules: no
+// audit line or dead letter carries them.
+func TestTheAPIsCredentialHeadersAreSecrets(t *testing.T) {
+	for _, h := range []string{"X-API-Key", "X-SGG-Token"} {
+		if !grantretry.SecretName(h) {
+			t.Errorf("%s is not a secret by grantretry's rules", h)
+		}
+	}
+}
