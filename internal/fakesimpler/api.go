@@ -211,6 +211,16 @@ func (a *API) DropEvery(n int) {
 	a.applied = 0
 }
 
+// SpendQuota spends what is left of key's quota for the month of the
+// clock's now, as a month of other calls would: the key's next call this
+// month is refused LimitExceededException.
+func (a *API) SpendQuota(key string) {
+	month := a.cfg.Now().UTC().Format("2006-01")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quota[key] = quotaCount{month: month, n: a.cfg.MonthlyQuota}
+}
+
 // Accept moves a submitted application to accepted, as the API's own
 // processing does after a submit. It reports whether it did.
 func (a *API) Accept(id string) bool {

@@ -99,7 +99,7 @@
 // [API.DropNext] and [API.DropEvery] close the connection unanswered
 // after the API carried a request out; [API.SetWork] makes the API slow,
 // past the integration timeout if asked; [API.SetMaintenance] puts it into
-// maintenance. [API.Ledger] says how many applications were started and
+// maintenance; [API.SpendQuota] spends a key's quota for the month. [API.Ledger] says how many applications were started and
 // how many submits each took, and what the gateway refused.
 //
 // Time is injected ([Config].Now and [Config].Sleep), so a test of the

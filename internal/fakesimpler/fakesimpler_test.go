@@ -416,3 +416,15 @@ func TestUnknownRouteIs404(t *testing.T) {
 		t.Errorf("GET start: %d", r.status)
 	}
 }
+
+func TestSpendQuotaRefusesTheRestOfTheMonth(t *testing.T) {
+	a, clk := newTestAPI(t, Config{})
+	a.SpendQuota(testKey)
+	if r := mustCall(t, a, http.MethodGet, "/alpha/applications/"+compOpen, testToken, ""); r.status != 429 || r.header.Get("X-Amzn-Errortype") != "LimitExceededException" {
+		t.Fatalf("after SpendQuota: %d %v", r.status, r.header)
+	}
+	clk.Advance(28 * 24 * time.Hour) // 1 January
+	if r := mustCall(t, a, http.MethodGet, "/alpha/applications/"+compOpen, testToken, ""); r.status != 404 {
+		t.Errorf("the next month: %d", r.status)
+	}
+}
