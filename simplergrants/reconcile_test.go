@@ -307,3 +307,15 @@ func TestTheAPIsCredentialHeadersAreSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A base URL written with a trailing slash asks the same routes.
+func TestReconcilerTakesABaseURLWithATrailingSlash(t *testing.T) {
+	a, client := startAPI(t, fakesimpler.Config{})
+	id := startDirect(t, a, client, "sub-1")
+	submitDirect(t, a, client, id)
+	resp, err := simplergrants.NewReconciler(a.URL()+"/", client).Reconcile(context.Background(), submitQuery(t, a, id))
+	if err != nil || resp == nil {
+		t.Fatalf("Reconcile = %v, %v; want the application's record", resp, err)
+	}
+	resp.Body.Close()
+}
