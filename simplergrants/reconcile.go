@@ -129,7 +129,8 @@ func (r *Reconciler) ForUser(userID string) *Reconciler {
 // application_name is another ([ErrNameMismatch]), no user was given
 // ([Reconciler.ForUser]), the API answers anything but a 200 it can read
 // (maintenance, a quota, the gateway's refusal), more than one
-// application carries the name, or the list runs past maxListPages pages.
+// application carries the name, or the user has more than 10,000
+// applications (the list is read 500 at a time, 20 pages at most).
 func (r *Reconciler) Reconcile(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCannotTell, r.err)

@@ -42,8 +42,9 @@ const srcAWS = "docs.aws.amazon.com/apigateway/latest/developerguide/supported-g
 
 // rules is ClassifyFault's table, in the order it is tried: the gateway's
 // answers first (it answers before the application sees the request),
-// and for one error type, the more exact match first. docs in doc.go
-// list it row for row. It is never written after initialisation.
+// and for one error type, the more exact match first. ClassifyFault's
+// documentation and docs/simplergrants.md list it row for row. It is
+// never written after initialisation.
 var rules = []rule{
 	{
 		name: "aws:LimitExceededException", header: "X-Amzn-Errortype", value: "LimitExceededException", kind: kindOwed,
