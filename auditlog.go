@@ -57,6 +57,8 @@ const (
 	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
 	FieldVerdict        = "verdict"        // on reconcile lines: ReconcileApplied, ReconcileNotApplied or ReconcileUnknown
 	FieldRedelivers     = "redelivers"     // on every line of a redelivery (WithRedeliveryOf): the ID of the dead letter it sends again; absent on other calls
+	FieldDueBy          = "due_by"         // on disposition lines of a call with a closing time (WithClosingTime): that time; absent on other calls
+	FieldLate           = "late"           // on disposition lines of a call with a closing time: Outcome.Late; absent on other calls
 )
 
 // AuditSink is where a Transport's audit records go besides its logger
@@ -440,6 +442,8 @@ type dispositionLine struct {
 	recordErr   string
 	reconciles  int
 	ambiguous   bool
+	dueBy       time.Time // zero without a closing time
+	late        bool
 	field       [1]zapcore.Field
 }
 
@@ -461,6 +465,10 @@ func (l *dispositionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString(FieldRecordError, l.recordErr)
 	enc.AddInt64(FieldReconciles, int64(l.reconciles))
 	enc.AddBool(FieldAmbiguous, l.ambiguous)
+	if !l.dueBy.IsZero() {
+		enc.AddTime(FieldDueBy, l.dueBy)
+		enc.AddBool(FieldLate, l.late)
+	}
 	return nil
 }
 
@@ -510,8 +518,9 @@ func (c *call) logDisposition(cause error) {
 		stopReason: o.StopReason, status: o.Status, reason: o.Reason,
 		sum: c.p.sum, size: c.p.size, whyNot: c.p.whyNotRe,
 		elapsed: o.Elapsed, deadLetter: o.DeadLetterID,
-		reconciles: o.Reconciles, ambiguous: o.Ambiguous,
+		reconciles: o.Reconciles, ambiguous: o.Ambiguous, late: o.Late,
 	}
+	l.dueBy, _ = closingTime(c.req.Context())
 	if cause != nil {
 		l.errText = capText(c.scrub(cause))
 	}

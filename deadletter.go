@@ -16,9 +16,10 @@ import (
 // LetterVersion is the format version of a Letter as this package writes
 // it. Version 2 added "raw" and "header_raw", which keep, byte for byte,
 // the values that are not valid UTF-8 (see Letter.MarshalJSON); version 3
-// added "not_before" (see Letter.NotBefore). A letter of version 1 or 2
-// reads as it always did, with a zero NotBefore.
-const LetterVersion = 3
+// added "not_before" (see Letter.NotBefore); version 4 added "due_by" and
+// "late" (see Letter.DueBy). A letter of an earlier version reads as it
+// always did, with the fields it lacks zero.
+const LetterVersion = 4
 
 // Letter is a dead letter: a call that ended DeadLetter or CircuitOpen,
 // which is work the pipeline still owes. It holds everything needed to
@@ -94,6 +95,16 @@ type Letter struct {
 	// (and absent from the JSON) when the funder gave no time, or the work
 	// is owed now.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// DueBy is the closing time of the call ([WithClosingTime]): when the
+	// funder must have the submission. Zero (and absent from the JSON)
+	// when the call had none.
+	DueBy time.Time `json:"due_by,omitzero"`
+	// Late says the work missed its closing time: the call was late
+	// ([Outcome.Late]), or a redelivery of the letter was. A letter whose
+	// DueBy has passed is late too, whatever this says;
+	// deadletter.Redeliver refuses a late letter without an explicit
+	// choice (deadletter.SendLate).
+	Late bool `json:"late,omitempty"`
 }
 
 // DeadLetterSink receives every call that ends DeadLetter or CircuitOpen,
@@ -178,6 +189,8 @@ func (c *call) letter(lastErr error) *Letter {
 	if c.out.StopReason == StopOwedLater {
 		l.NotBefore = c.out.NotBefore
 	}
+	l.DueBy, _ = closingTime(c.req.Context())
+	l.Late = c.out.Late
 	l.URL, l.RedactedQuery = rd.url(c.req.URL)
 	if c.req.Host != "" && c.req.Host != c.req.URL.Host {
 		l.Host = c.req.Host

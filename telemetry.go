@@ -100,6 +100,7 @@ const (
 	keyAmbiguous     = attribute.Key("grantretry.ambiguous")
 	keyDeadLetterID  = attribute.Key("grantretry.dead_letter_id")
 	keyRedelivery    = attribute.Key("grantretry.redelivery")
+	keyLate          = attribute.Key("grantretry.late")
 )
 
 // What grantretry.record says on grantretry.record.failures.
@@ -114,6 +115,7 @@ const (
 type metrics struct {
 	attemptDuration  metric.Float64Histogram
 	calls            metric.Int64Counter
+	lateCalls        metric.Int64Counter
 	callAttempts     metric.Int64Histogram
 	retryWait        metric.Float64Histogram
 	breakerChanges   metric.Int64Counter
@@ -149,6 +151,7 @@ func newMetrics(mp metric.MeterProvider, h *hosts) *metrics {
 	out := &metrics{
 		attemptDuration:  f64h("http.client.request.duration", "s", "Duration of each attempt sent to the inner transport.", durationBuckets),
 		calls:            i64c("grantretry.calls", "{call}", "Logical calls ended, by disposition and stop reason."),
+		lateCalls:        i64c("grantretry.calls.late", "{call}", "Calls ended owed after their closing time, or owed until after it."),
 		retryWait:        f64h("grantretry.retry.wait", "s", "Wait before each retry, by its source.", []float64{0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120}),
 		breakerChanges:   i64c("grantretry.breaker.transitions", "{transition}", "Circuit breaker state changes."),
 		throttleRefusals: i64c("grantretry.throttle.refusals", "{retry}", "Retries refused by the retry throttle."),
@@ -416,6 +419,9 @@ func (c *call) observeEnd(cause error) {
 		if redelivery {
 			m.redeliveries.Add(ctx, 1, c.attrs(disp))
 		}
+		if c.out.Late {
+			m.lateCalls.Add(ctx, 1, c.attrs(disp))
+		}
 	}
 	if c.span == nil {
 		return
@@ -441,6 +447,9 @@ func (c *call) observeEnd(cause error) {
 	}
 	if redelivery {
 		s.SetAttributes(keyRedelivery.Bool(true))
+	}
+	if c.out.Late {
+		s.SetAttributes(keyLate.Bool(true))
 	}
 	if c.out.Disposition != Succeeded {
 		s.SetAttributes(keyErrorType.String(string(c.out.Disposition)))

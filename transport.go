@@ -1163,6 +1163,7 @@ func (c *call) finishResp(a sentAttempt) (*http.Response, error) {
 		c.rbody.ReadCloser, c.rbody.c = resp.Body, c
 		resp.Body = &c.rbody
 	}
+	c.judgeLate()
 	c.keepLetter(nil)
 	c.logDisposition(nil)
 	if c.t.met != nil || c.span != nil {
@@ -1185,6 +1186,7 @@ func (c *call) finishErr(cause error) error {
 		c.out.Elapsed = c.elapsed()
 	}
 	if c.req != nil {
+		c.judgeLate()
 		c.keepLetter(cause)
 		c.logDisposition(cause)
 		if c.t.met != nil || c.span != nil {

@@ -62,6 +62,11 @@ import (
 // nothing and asking nothing, with an error matching ErrNotYet that names
 // the time, unless ctx comes from SendEarly: the explicit decision to send
 // that one letter early.
+//
+// A late letter ([Late]: it missed its closing time,
+// [grantretry.Letter].DueBy) is refused the same way, with an error
+// matching ErrLate that names the letter, its submission and its due time,
+// unless ctx comes from SendLate: the explicit choice to send it late.
 func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
 	req, err := NewRedeliveryRequest(ctx, l)
 	if err != nil {
@@ -69,6 +74,9 @@ func Redeliver(ctx context.Context, client *http.Client, l *grantretry.Letter, r
 	}
 	if client == nil {
 		return nil, fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
+	}
+	if err := late(ctx, l, time.Now()); err != nil {
+		return nil, err
 	}
 	if err := notYet(ctx, l, time.Now()); err != nil {
 		return nil, err
@@ -184,7 +192,9 @@ func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.
 // X-Correlation-ID to l.CorrelationID when they are not empty, and ctx
 // carrying l.SubmissionID (grantretry.WithSubmissionID) when it is not empty,
 // the letter's ID ([grantretry.WithRedeliveryOf]) and its FirstAttempt
-// ([grantretry.WithFirstAttempt]). The letter is not modified.
+// ([grantretry.WithFirstAttempt]), and its DueBy, when it has one
+// ([grantretry.WithClosingTime]), so that a redelivery that ends owed
+// again is judged late as the call was. The letter is not modified.
 //
 // It refuses, with an error matching ErrBadLetter, a letter that is nil,
 // malformed (see Dir.PutDeadLetter), of an unsupported version, without
@@ -204,6 +214,9 @@ func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Requ
 		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
 	ctx = grantretry.WithFirstAttempt(grantretry.WithRedeliveryOf(ctx, l.ID), l.FirstAttempt)
+	if !l.DueBy.IsZero() {
+		ctx = grantretry.WithClosingTime(ctx, l.DueBy)
+	}
 	req, err := http.NewRequestWithContext(ctx, l.Method, l.URL, bytes.NewReader(l.Body))
 	if err != nil {
 		return nil, badLetter(l.ID, "%v", err)

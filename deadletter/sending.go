@@ -52,7 +52,10 @@ type sendingMark struct {
 //     may have been applied (by the Transport's rule, or, through a client
 //     that gives no outcome, whenever the error or the status does not
 //     say it was not), and a letter that had no FirstAttempt gets the
-//     redelivery's start. The file is replaced whole, atomically; its
+//     redelivery's start. The redelivery's word on when the funder takes
+//     it replaces the letter's NotBefore; its DueBy stays, and a
+//     redelivery the Transport judged late ([grantretry.Outcome].Late)
+//     makes the letter Late. The file is replaced whole, atomically; its
 //     body and key never change. A redelivery that sent nothing leaves
 //     the letter as it was: a letter refused, a reconciler that could not
 //     tell, a context done before the send set out, a client whose error
@@ -74,7 +77,9 @@ type sendingMark struct {
 // As with [http.Client.Do], a non-nil error comes with no response: the
 // body of an answer that could not be written into the letter is closed.
 // Every error starts "grantretry:" and names the letter. The letter is
-// refused, with nothing written or sent, as Redeliver refuses it, and if
+// refused, with nothing written or sent, as Redeliver refuses it (a late
+// letter with ErrLate unless ctx comes from SendLate, one not yet due with
+// ErrNotYet unless it comes from SendEarly), and if
 // d was opened with OpenReadOnly (fs.ErrPermission).
 func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, reconcile grantretry.ReconcileFunc) (*http.Response, error) {
 	if err := validateLetterID(id); err != nil {
@@ -197,14 +202,18 @@ func (d *Dir) settleMark(id string) (*grantretry.Letter, error) {
 }
 
 // refuse returns the error of a letter Redeliver would send nothing for,
-// before anything is sent: a bad letter, a nil client or context, a letter
-// not yet due, or an ambiguous letter without a reconciler.
+// before anything is sent: a bad letter, a nil client or context, a late
+// letter, a letter not yet due, or an ambiguous letter without a
+// reconciler.
 func refuse(ctx context.Context, client *http.Client, l *grantretry.Letter, reconcile grantretry.ReconcileFunc) error {
 	if _, err := NewRedeliveryRequest(ctx, l); err != nil {
 		return err
 	}
 	if client == nil {
 		return fmt.Errorf("grantretry: letter %s: nil *http.Client: %w", l.ID, grantretry.ErrInvalidRequest)
+	}
+	if err := late(ctx, l, time.Now()); err != nil {
+		return err
 	}
 	if err := notYet(ctx, l, time.Now()); err != nil {
 		return err
@@ -248,6 +257,10 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 			if sent.out.StopReason == grantretry.StopOwedLater {
 				l.NotBefore = sent.out.NotBefore
 			}
+			// A redelivery under the letter's closing time that is
+			// late makes the letter late; one in time leaves it as
+			// it was, and the DueBy stays.
+			l.Late = l.Late || sent.out.Late
 		}
 		l.Version = grantretry.LetterVersion
 		if werr := d.replaceLetter(l); werr != nil {
@@ -276,7 +289,7 @@ func whatWasSent(resp *http.Response, err error, nothingSent bool) sendResult {
 		}
 		return sendResult{sent: true, mayHave: ambiguousStatus(resp.StatusCode)}
 	}
-	if errors.Is(err, ErrBadLetter) || errors.Is(err, ErrNotReconciled) || errors.Is(err, ErrAmbiguous) {
+	if errors.Is(err, ErrBadLetter) || errors.Is(err, ErrNotReconciled) || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrLate) || errors.Is(err, ErrNotYet) {
 		return sendResult{}
 	}
 	var ge *grantretry.Error

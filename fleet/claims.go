@@ -76,7 +76,10 @@ type Claim struct {
 // Claim leases up to n waiting letters that are due, oldest first, to
 // worker: letters never claimed, or whose lease has ended, and whose
 // NotBefore (the time the funder said it will take them) is not ahead on
-// the database's clock; a letter not yet due waits until then. Workers never wait for one
+// the database's clock; a letter not yet due waits until then. A late
+// letter (it missed its closing time: deadletter.Late) is left too, unless
+// ctx comes from deadletter.SendLate, the explicit choice to send late
+// letters. Workers never wait for one
 // another (FOR UPDATE SKIP LOCKED), and leases run on the database's
 // clock, so workers' clocks need not agree. A letter whose earlier send
 // was in flight when its claim ended comes back ambiguous (see
@@ -86,7 +89,8 @@ type Claim struct {
 func (s *Letters) Claim(ctx context.Context, worker string, n int) ([]*Claim, error) {
 	rows, err := s.pool.Query(ctx, claimSQL(`state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())
 			AND (not_before IS NULL OR not_before <= clock_timestamp())
-			ORDER BY created, id LIMIT $3`), worker, s.cfg.lease, n)
+			AND ($4 OR (NOT late AND (due_by IS NULL OR due_by >= clock_timestamp())))
+			ORDER BY created, id LIMIT $3`), worker, s.cfg.lease, n, deadletter.SendsLate(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: fleet: claim: %w", err)
 	}
@@ -183,7 +187,7 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 // taken as unknown: the letter is marked ambiguous (Redeliver itself
 // releases a letter it knows was not applied without marking it).
 func (s *Letters) Release(ctx context.Context, c *Claim) error {
-	return s.release(ctx, c, true, nil)
+	return s.release(ctx, c, true, nil, false)
 }
 
 // release gives c's letter back; mayHave says a send of it under c may
@@ -191,20 +195,24 @@ func (s *Letters) Release(ctx context.Context, c *Claim) error {
 // had none, gives it the send's start as its first attempt. A non-nil
 // notBefore is the funder's new time for a letter it owes for later
 // again: the letter's not_before, and the column's, so that Claim leaves
-// it until then.
-func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore *time.Time) error {
+// it until then. late says a send of it under c was late
+// (grantretry.Outcome.Late): the letter's late is set, and the column's,
+// so that Claim leaves it without the explicit choice.
+func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore *time.Time, late bool) error {
 	var ambiguous bool
 	var first []byte
 	err := s.pool.QueryRow(ctx, `
 		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL,
 			letter = jsonb_set_lax(CASE WHEN $4 AND sending_since IS NOT NULL
 				THEN `+sentLetterSQL("grantretry_letters")+` ELSE letter END,
-				'{not_before}', to_jsonb($5::timestamptz), true, 'return_target'),
+				'{not_before}', to_jsonb($5::timestamptz), true, 'return_target')
+				|| CASE WHEN $6 THEN '{"late": true}'::jsonb ELSE '{}'::jsonb END,
 			not_before = coalesce($5::timestamptz, not_before),
+			late = late OR $6,
 			sending_since = NULL
 		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
 		RETURNING coalesce((letter->>'ambiguous')::boolean, false), letter->'first_attempt'`,
-		c.Letter.ID, c.Worker, c.Token, mayHave, notBefore).Scan(&ambiguous, &first)
+		c.Letter.ID, c.Worker, c.Token, mayHave, notBefore, late).Scan(&ambiguous, &first)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errLost(c.Letter.ID)
 	}
@@ -212,6 +220,7 @@ func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
 	c.Letter.Ambiguous = ambiguous
+	c.Letter.Late = c.Letter.Late || late
 	if len(first) > 0 {
 		json.Unmarshal(first, &c.Letter.FirstAttempt) // written by PutDeadLetter or sentLetterSQL: valid
 	}
@@ -279,7 +288,11 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // sent: it is released, and the error matches deadletter.ErrAmbiguous.
 // A letter not yet due (its NotBefore ahead) is not sent either, unless
 // ctx comes from deadletter.SendEarly: it is released as it was, and the
-// error matches deadletter.ErrNotYet.
+// error matches deadletter.ErrNotYet. Nor is a late letter (it missed its
+// closing time: deadletter.Late), unless ctx comes from
+// deadletter.SendLate: it is released as it was, and the error matches
+// deadletter.ErrLate. A redelivery the Transport judges late (its
+// closing time is the letter's DueBy) makes the letter late.
 // The error of a cut send matches ErrLeaseLost and the context's error.
 func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, reconcile grantretry.ReconcileFunc) (deadletter.Redelivery, error) {
 	if c == nil || c.Letter == nil {
@@ -293,7 +306,9 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	resp, err := deadletter.Redeliver(sendCtx, client, c.Letter, reconcile)
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
-		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), nil)
+		var gerr *grantretry.Error
+		late := errors.As(err, &gerr) && gerr.Late
+		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), nil, late)
 		switch {
 		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}
@@ -316,26 +331,28 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
 		mayHave := ambiguousStatus(resp.StatusCode)
 		var notBefore *time.Time
+		late := false
 		if ok {
+			late = out.Late // a redelivery under the letter's closing time that missed it
 			mayHave = out.Ambiguous
 			if out.StopReason == grantretry.StopOwedLater && !out.NotBefore.IsZero() {
 				notBefore = &out.NotBefore // owed for later again: not claimed before then
 			}
 		}
-		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave, notBefore))
+		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave, notBefore, late))
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
 }
 
 // mayHaveApplied reports whether a redelivery that failed with err may
 // have reached the funder. Only what says so is taken as not: a letter
-// refused before sending, one not yet due, an ambiguous one given no
+// refused before sending, one not yet due or late, an ambiguous one given no
 // reconciler, a reconciler that could not tell (nothing was sent in any of
 // these), or a grantretry Transport whose last attempt was not ambiguous,
 // the rule by which a Transport marks its own letters.
 func mayHaveApplied(err error) bool {
 	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) ||
-		errors.Is(err, deadletter.ErrNotYet) {
+		errors.Is(err, deadletter.ErrNotYet) || errors.Is(err, deadletter.ErrLate) {
 		return false
 	}
 	var gerr *grantretry.Error

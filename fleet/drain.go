@@ -43,7 +43,7 @@ func (s *Letters) Drain(ctx context.Context) (moved, present int, err error) {
 			errs = append(errs, fmt.Errorf("grantretry: fleet: drain: letter %s: %w", l.ID, err))
 			continue
 		}
-		tag, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l))
+		tag, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l), dueBy(l), l.Late)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("grantretry: fleet: drain: letter %s: %w", l.ID, err))
 			continue

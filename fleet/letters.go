@@ -224,8 +224,9 @@ func awaitInsert(ins *inserting, fe *FallbackError) error {
 // insertSQL is the one statement that puts a letter in the database,
 // from PutDeadLetter and Drain: a letter whose row is there already (a
 // cut insert that committed, a letter drained before) is left as it is,
-// whatever its state. $4 is the letter's not_before (see notBefore).
-const insertSQL = `INSERT INTO grantretry_letters (id, created, letter, not_before) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`
+// whatever its state. $4 is the letter's not_before (see notBefore), $5
+// its due_by (see dueBy) and $6 its late.
+const insertSQL = `INSERT INTO grantretry_letters (id, created, letter, not_before, due_by, late) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`
 
 // notBefore is l's NotBefore as the not_before column holds it: NULL when
 // the letter is due now.
@@ -234,6 +235,15 @@ func notBefore(l *grantretry.Letter) *time.Time {
 		return nil
 	}
 	return &l.NotBefore
+}
+
+// dueBy is l's DueBy as the due_by column holds it: NULL when the letter
+// has no closing time.
+func dueBy(l *grantretry.Letter) *time.Time {
+	if l.DueBy.IsZero() {
+		return nil
+	}
+	return &l.DueBy
 }
 
 // inserting is one letter's insert, which may outlive its caller's wait.
@@ -274,7 +284,7 @@ func (s *Letters) insert(l *grantretry.Letter, data []byte) *inserting {
 		defer s.wg.Done()
 		defer func() { <-s.slots }()
 		ctx, cancel := context.WithTimeout(context.Background(), s.run()+letterGrace)
-		_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l))
+		_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l), dueBy(l), l.Late)
 		cancel()
 		landed := err == nil || (mayHaveCommitted(err) && s.stored(l, data))
 		ins.mu.Lock()
@@ -308,7 +318,7 @@ func mayHaveCommitted(err error) bool {
 func (s *Letters) stored(l *grantretry.Letter, data []byte) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), letterGrace)
 	defer cancel()
-	_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l))
+	_, err := s.own.Exec(ctx, insertSQL, l.ID, l.Created, data, notBefore(l), dueBy(l), l.Late)
 	return err == nil
 }
 

@@ -34,6 +34,11 @@ ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS sending_since timestampt
 -- When the funder said it will take the letter (its not_before), NULL when
 -- it is due now: Claim leaves the letter until then.
 ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS not_before timestamptz;
+-- The submission's closing time (its due_by), NULL when it has none; and
+-- whether the letter is late (its late): Claim leaves a late letter, or one
+-- whose closing time has passed, unless the caller chose to send late.
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS due_by timestamptz NULL;
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS late boolean NOT NULL DEFAULT false;
 
 CREATE TABLE IF NOT EXISTS grantretry_trail (
 	writer  text   NOT NULL,

@@ -30,12 +30,14 @@ with WithDeadLetter and a deadletter.Dir: calls that ended dead_letter or
 circuit_open, which are work still owed. See docs/dead-letters.md.
 
 Subcommands:
-  list DIR                      the letters waiting in DIR, due ones first
+  list DIR                      the letters waiting in DIR, late ones first,
+                                then due ones
   show DIR ID                   every field of one letter
   redeliver DIR (ID... | -all) [-trail PATH]
                                 send letters again, with their own keys,
                                 on the record of an audit trail; -all
-                                sends the letters that are due
+                                sends the letters that are due and not
+                                late
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
@@ -44,10 +46,12 @@ const dlListSynopsis = `Usage: grantretry deadletter list DIR [flags]
 
 Lists the letters waiting in DIR (not those redelivered), and their count.
 DUE is "now", or the time before which the funder said it will not take
-the letter (its not_before: a quota, a Retry-After past the deadline). The
-letters due now come first, oldest first, then the others by when they are
-due. A file that is not a valid letter is reported, not skipped, and makes
-the command fail after listing the others.
+the letter (its not_before: a quota, a Retry-After past the deadline). LATE
+is "late" for a letter that missed its closing time (its due_by, from
+WithClosingTime): the funder must agree to take it late. The late letters
+come first, then the letters due now, each oldest first, then the others by
+when they are due. A file that is not a valid letter is reported, not
+skipped, and makes the command fail after listing the others.
 `
 
 const dlShowSynopsis = `Usage: grantretry deadletter show DIR ID [flags]
@@ -101,6 +105,12 @@ not_before: a quota, a Retry-After past the deadline) is not sent: -all
 leaves it, printing "not due: letter ID (submission S) until T", and does
 not count it a failure; a letter named by ID is refused, and the command
 fails, unless -early says to send the named letters now anyway.
+
+A letter that is late (it missed its closing time, its due_by) is not sent
+without -late, the explicit choice that the funder takes it late: -all
+leaves it, printing "late: letter ID (submission S) was due by T", and does
+not count it a failure; a letter named by ID is refused, and the command
+fails. -late sends late letters, named or with -all.
 `
 
 // runDeadLetter runs "grantretry deadletter": list, show or redeliver.
@@ -237,11 +247,11 @@ func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
 func writeLetterTable(w io.Writer, letters []*grantretry.Letter, dir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tLATE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST\tBODY")
 	}
 	now := time.Now()
 	for _, l := range letters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), operator.DueAt(l, now), showTime(l.Created), l.Disposition,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.ID, operator.EscapeControl(cmp.Or(l.SubmissionID, "-")), operator.DueAt(l, now), operator.LateMark(l, now), showTime(l.Created), l.Disposition,
 			l.StopReason, operator.EscapeControl(l.Method), operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(lastOutcome(l)), bodySize(l))
 	}
 	fmt.Fprintf(tw, "%s in %s\n", countNoun(len(letters), "letter"), dir)
@@ -334,6 +344,7 @@ const defaultRedeliveryTrail = "trail.jsonl"
 type redeliverFlags struct {
 	all      bool
 	early    bool
+	late     bool
 	trustKey bool
 	dryRun   bool
 	timeout  time.Duration
@@ -345,6 +356,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	f := &redeliverFlags{}
 	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in DIR")
 	fs.BoolVar(&f.early, "early", false, "send the letters named even if they are not due: the funder said it will not take them before their not_before, and you know better")
+	fs.BoolVar(&f.late, "late", false, "send late letters too (they missed their closing time, due_by): the funder agreed to take them late")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
@@ -498,13 +510,15 @@ func alreadyRedelivered(d *deadletter.Dir, id string) error {
 // is begun: run says which were left.
 func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*grantretry.Letter, unreadable int) error {
 	failed := unreadable
-	letters, later := r.due(letters, time.Now())
+	letters, late, later := r.due(letters, time.Now())
 	for i, l := range letters {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx, letters[i:], failed, len(letters)+unreadable)
 		}
 		var err error
 		switch {
+		case !r.f.late && deadletter.Late(l, time.Now()):
+			err = operator.NotSentLate(l, "-late", "it stays in "+r.d.Path())
 		case !r.f.early && !deadletter.Due(l, time.Now()):
 			err = operator.NotSentNotDue(l, "-early", "it stays in "+r.d.Path())
 		case r.f.dryRun:
@@ -525,6 +539,8 @@ func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*gr
 		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(total, "letter"))
 	}
 	switch {
+	case total == 0 && late > 0:
+		fmt.Fprintf(r.stdout, "no letters to send; %s late, %d not due yet\n", countNoun(late, "letter"), later)
 	case total == 0 && later > 0:
 		fmt.Fprintf(r.stdout, "no letters due; %s not due yet\n", countNoun(later, "letter"))
 	case total == 0:
@@ -533,27 +549,34 @@ func (r redeliverer) run(ctx context.Context, client *http.Client, letters []*gr
 	return nil
 }
 
-// due returns, of a run over every letter (-all), the letters due at now,
-// and prints when each of the others is due; they are left, not failed.
-// Letters named one by one are all returned: run refuses those not due,
-// unless -early.
-func (r redeliverer) due(letters []*grantretry.Letter, now time.Time) (due []*grantretry.Letter, later int) {
+// due returns, of a run over every letter (-all), the letters due at now
+// and not late (late ones too with -late), and prints why each of the
+// others is left: late, or when it is due; they are left, not failed.
+// Letters named one by one are all returned: run refuses those late,
+// unless -late, and those not due, unless -early.
+func (r redeliverer) due(letters []*grantretry.Letter, now time.Time) (due []*grantretry.Letter, late, later int) {
 	if !r.f.all {
-		return letters, 0
+		return letters, 0, 0
 	}
-	var notDue []*grantretry.Letter
+	var lateOnes, notDue []*grantretry.Letter
 	for _, l := range letters {
-		if deadletter.Due(l, now) {
-			due = append(due, l)
-		} else {
+		switch {
+		case !r.f.late && deadletter.Late(l, now):
+			lateOnes = append(lateOnes, l)
+		case !deadletter.Due(l, now):
 			notDue = append(notDue, l)
+		default:
+			due = append(due, l)
 		}
+	}
+	for _, l := range lateOnes {
+		fmt.Fprintln(r.stdout, operator.Late(l))
 	}
 	operator.SortByDue(notDue, now)
 	for _, l := range notDue {
 		fmt.Fprintln(r.stdout, operator.NotDue(l))
 	}
-	return due, len(notDue)
+	return due, len(lateOnes), len(notDue)
 }
 
 // interrupted reports a run stopped by a signal: the letters left untried,
@@ -581,12 +604,18 @@ func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry
 	if r.f.early {
 		ctx = deadletter.SendEarly(ctx)
 	}
+	if r.f.late {
+		ctx = deadletter.SendLate(ctx)
+	}
 	resp, err := r.d.Redeliver(ctx, client, l.ID, reconcile)
 	if errors.Is(err, deadletter.ErrAmbiguous) {
 		return operator.NotSentAmbiguous(l, "", "deadletter.Redeliver", where)
 	}
 	if errors.Is(err, deadletter.ErrNotYet) {
 		return operator.NotSentNotDue(l, "-early", where)
+	}
+	if errors.Is(err, deadletter.ErrLate) {
+		return operator.NotSentLate(l, "-late", where)
 	}
 	if err != nil {
 		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {

@@ -36,6 +36,12 @@ func WriteLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 	} else {
 		field("not before", showTime(l.NotBefore))
 	}
+	if !l.DueBy.IsZero() {
+		field("due by", showTime(l.DueBy))
+	}
+	if l.Late || (rec == nil && deadletter.Late(l, time.Now())) {
+		field("late", "yes: it missed its closing time; the funder must agree to take it late")
+	}
 	field("disposition", l.Disposition)
 	field("stop reason", dashIfEmpty(l.StopReason))
 	field("reason", dashIfEmpty(l.Reason))

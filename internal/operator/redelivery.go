@@ -68,22 +68,59 @@ func DueAt(l *grantretry.Letter, now time.Time) string {
 	return l.NotBefore.UTC().Format(time.RFC3339)
 }
 
-// SortByDue puts the letters due at now first, in the order they came
-// (oldest first), then the others by when they are due: the order both
-// tools list letters in.
+// SortByDue puts the late letters first (deadletter.Late: they missed
+// their closing time), then the letters due at now, each in the order they
+// came (oldest first), then the others by when they are due: the order
+// both tools list letters in.
 func SortByDue(letters []*grantretry.Letter, now time.Time) {
-	slices.SortStableFunc(letters, func(a, b *grantretry.Letter) int {
-		aDue, bDue := deadletter.Due(a, now), deadletter.Due(b, now)
+	rank := func(l *grantretry.Letter) int {
 		switch {
-		case aDue && bDue:
+		case deadletter.Late(l, now):
 			return 0
-		case aDue:
-			return -1
-		case bDue:
+		case deadletter.Due(l, now):
 			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(letters, func(a, b *grantretry.Letter) int {
+		ra, rb := rank(a), rank(b)
+		if ra != rb || ra < 2 {
+			return ra - rb
 		}
 		return a.NotBefore.Compare(b.NotBefore)
 	})
+}
+
+// LateMark is l's LATE column at now, as both tools list it: "late" for a
+// late letter (deadletter.Late), "-" for any other.
+func LateMark(l *grantretry.Letter, now time.Time) string {
+	if deadletter.Late(l, now) {
+		return "late"
+	}
+	return "-"
+}
+
+// dueByText says when l was due: "was due by T", or "is late" for a letter
+// marked late without a closing time.
+func dueByText(l *grantretry.Letter) string {
+	if l.DueBy.IsZero() {
+		return "is late"
+	}
+	return "was due by " + l.DueBy.UTC().Format(time.RFC3339)
+}
+
+// Late is the line of a letter a run over every letter left because it is
+// late: "late: letter ID (submission S) was due by T".
+func Late(l *grantretry.Letter) string {
+	return "late: " + LetterName(l) + " " + dueByText(l)
+}
+
+// NotSentLate is the error of a letter named to a command that is late
+// (deadletter.ErrLate); flag names the flag that sends it anyway, where
+// says where the letter is left.
+func NotSentLate(l *grantretry.Letter, flag, where string) error {
+	return fmt.Errorf("%s not sent: it %s, and is late: send it only if the funder agreed to take it late, with %s; %s",
+		LetterName(l), dueByText(l), flag, where)
 }
 
 // NotDue is the line of a letter a run over every letter left for later:

@@ -23,10 +23,12 @@ import (
 
 const dlListSynopsis = `Usage: grantretry-fleet deadletter list [-pg DSN] [-json]
 
-Lists the letters waiting in the database (not redelivered): the letters
-due now first, oldest first, then the others by when they are due. DUE is
-"now", or the time before which the funder said it will not take the
-letter (its not_before): redeliver -all leaves it until then.
+Lists the letters waiting in the database (not redelivered): the late
+letters first, then the letters due now, each oldest first, then the others
+by when they are due. DUE is "now", or the time before which the funder said
+it will not take the letter (its not_before): redeliver -all leaves it until
+then. LATE is "late" for a letter that missed its closing time (its due_by,
+from WithClosingTime): redeliver sends it only with -late.
 `
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
@@ -85,15 +87,15 @@ func dlList(args []string, stdout io.Writer) error {
 	operator.SortByDue(letters, now)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
+		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tLATE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
 	}
 	for _, l := range letters {
 		last := dashIfEmpty(l.LastError)
 		if l.LastStatus != 0 {
 			last = fmt.Sprint(l.LastStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
-			operator.DueAt(l, now), l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
+			operator.DueAt(l, now), operator.LateMark(l, now), l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
 			operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(last))
 	}
 	fmt.Fprintf(tw, "%s waiting in the database\n", countNoun(len(letters), "letter"))
@@ -151,6 +153,12 @@ not_before: a quota, a Retry-After past the deadline) is not sent: -all
 leaves it, printing "not due: letter ID (submission S) until T", and does
 not count it a failure; a letter named by ID is refused, and the command
 fails, unless -early says to send the named letters now anyway.
+
+A letter that is late (it missed its closing time, its due_by) is not sent
+without -late, the explicit choice that the funder takes it late: -all
+leaves it, printing "late: letter ID (submission S) was due by T", and does
+not count it a failure; a letter named by ID is refused, and the command
+fails. -late sends late letters, named or with -all.
 `
 
 func dlShow(args []string, stdout io.Writer) error {
@@ -227,6 +235,7 @@ func reportEach(w io.Writer, err error) {
 type redeliverFlags struct {
 	all      bool
 	early    bool
+	late     bool
 	trustKey bool
 	dryRun   bool
 	worker   string
@@ -238,6 +247,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	f := &redeliverFlags{}
 	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in the database")
 	fs.BoolVar(&f.early, "early", false, "send the letters named even if they are not due: the funder said it will not take them before their not_before, and you know better")
+	fs.BoolVar(&f.late, "late", false, "send late letters too (they missed their closing time, due_by): the funder agreed to take them late")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
@@ -297,10 +307,13 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		ids = ids[:0]
 		now := time.Now()
 		for _, l := range waiting {
-			if deadletter.Due(l, now) {
-				ids = append(ids, l.ID)
-			} else {
+			switch {
+			case !f.late && deadletter.Late(l, now):
+				fmt.Fprintln(stdout, operator.Late(l))
+			case !deadletter.Due(l, now):
 				fmt.Fprintln(stdout, operator.NotDue(l))
+			default:
+				ids = append(ids, l.ID)
 			}
 		}
 	} else {
@@ -456,7 +469,17 @@ func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
 	if r.f.early {
 		rctx = deadletter.SendEarly(rctx)
 	}
+	if r.f.late {
+		rctx = deadletter.SendLate(rctx)
+	}
 	rec, err := r.letters.Redeliver(rctx, c, r.client, reconcile)
+	if errors.Is(err, deadletter.ErrLate) {
+		msg := operator.NotSentLate(l, "-late", released)
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
+			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
+		}
+		return msg
+	}
 	if errors.Is(err, deadletter.ErrNotYet) {
 		msg := operator.NotSentNotDue(l, "-early", released)
 		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
