@@ -102,7 +102,7 @@ func (hs *hostState) atRest(now time.Time) bool {
 		// through to a funder the fleet knows is down.
 		return false
 	}
-	if hs.quota.on.Load() {
+	if hs.quota.on() {
 		// A state made anew would send the calls the quota holds.
 		return false
 	}
@@ -409,7 +409,10 @@ func (h *hosts) build(key string) *hostState {
 	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
 		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
 		hs.fleetLog, _ = hs.fleet.(FleetChangeLog)
-		hs.fleetQuota, _ = hs.fleet.(FleetQuota)
+		if fq, ok := hs.fleet.(FleetQuota); ok {
+			hs.fleetQuota = fq
+			hs.quota.watch.Store(quotaWatchFleet)
+		}
 	}
 	if cfg.tracerProvider != nil {
 		hs.spanAttrs = hostAttrs(key)

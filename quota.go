@@ -30,7 +30,10 @@ import (
 // hostQuota is one host's quota state. A call reads on alone while the
 // host is not in quota; the other fields are guarded by mu.
 type hostQuota struct {
-	on atomic.Bool
+	// watch has quotaWatchOn while the host is in quota, and quotaWatchFleet when
+	// its FleetHost is a FleetQuota (set when the state is made): a call
+	// with neither reads nothing else.
+	watch atomic.Uint32
 
 	mu      sync.Mutex
 	until   time.Time // the funder's NotBefore; zero: not known
@@ -40,6 +43,24 @@ type hostQuota struct {
 	// shared says the fleet has been seen holding the host during this
 	// hold: once it no longer does, another process's probe ended it.
 	shared bool
+}
+
+// The bits of hostQuota.watch.
+const (
+	quotaWatchOn    uint32 = 1
+	quotaWatchFleet uint32 = 2
+)
+
+// on reports whether the host is in quota.
+func (q *hostQuota) on() bool { return q.watch.Load()&quotaWatchOn != 0 }
+
+// setOn puts the host in quota, or takes it out.
+func (q *hostQuota) setOn(on bool) {
+	if on {
+		q.watch.Or(quotaWatchOn)
+	} else {
+		q.watch.And(^quotaWatchOn)
+	}
 }
 
 // The bits of call.quota: the attempt in flight is the host's local probe
@@ -56,8 +77,7 @@ const (
 // whose outcome it sets. While the host is not in quota it costs a load
 // and a nil check.
 func (c *call) quotaHold() error {
-	hs := c.host
-	if hs.fleetQuota == nil && !hs.quota.on.Load() {
+	if c.host.quota.watch.Load() == 0 {
 		return nil
 	}
 	return c.quotaHoldSlow()
@@ -96,7 +116,7 @@ func (c *call) quotaHoldSlow() error {
 				}
 			}
 		}
-		if !fleetHeld && !q.on.Load() {
+		if !fleetHeld && !q.on() {
 			return nil
 		}
 	}
@@ -121,7 +141,7 @@ func (c *call) quotaHoldSlow() error {
 func (q *hostQuota) hold(c *call, now time.Time, fleetHeld, fleetAnswered bool) (bool, time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.on.Load() {
+	if !q.on() {
 		return false, time.Time{}
 	}
 	if !q.until.IsZero() {
@@ -151,7 +171,7 @@ func (q *hostQuota) hold(c *call, now time.Time, fleetHeld, fleetAnswered bool) 
 
 // clear ends the quota. q.mu is held.
 func (q *hostQuota) clear() {
-	q.on.Store(false)
+	q.setOn(false)
 	q.until, q.next = time.Time{}, time.Time{}
 	q.probing, q.shared = false, false
 }
@@ -252,11 +272,11 @@ func (q *hostQuota) owed(c *call, probe uint8, nb, now time.Time) {
 	if ownProbe {
 		q.probing = false
 	}
-	if !q.on.Load() {
+	if !q.on() {
 		q.clear()
 		q.until = nb
 		q.next = now.Add(c.host.cfg.probe)
-		q.on.Store(true)
+		q.setOn(true)
 		return
 	}
 	switch {
@@ -273,9 +293,12 @@ func (q *hostQuota) owed(c *call, probe uint8, nb, now time.Time) {
 // ends without its attempt being judged (the breaker refused it, its body
 // failed, a panic): the next call may probe at once.
 func (c *call) quotaGiveBack() {
-	if c.quota&quotaProbeLocal == 0 {
-		return
+	if c.quota&quotaProbeLocal != 0 {
+		c.quotaGiveBackSlow()
 	}
+}
+
+func (c *call) quotaGiveBackSlow() {
 	q := &c.host.quota
 	q.mu.Lock()
 	if q.ownsProbe(c.quota) {

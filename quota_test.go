@@ -334,7 +334,7 @@ func TestQuotaProbeRefusedByTheBreakerGivesItsTurnBack(t *testing.T) {
 	hs := tr.hosts.get("https://funder.test:443")
 	// The host is in quota as a 429 left it, the breaker still open.
 	hs.quota.mu.Lock()
-	hs.quota.on.Store(true)
+	hs.quota.setOn(true)
 	hs.quota.next = clock.Now()
 	hs.quota.mu.Unlock()
 	if o, _ := post(t, tr, funderURL, "x"); o.Disposition != CircuitOpen {
