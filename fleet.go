@@ -100,7 +100,7 @@ type FleetRecall interface {
 // ([StopOwedLater]), every process holds the host's calls, until the
 // funder's NotBefore, or for a quota of unknown length until one
 // process's probe is answered with anything but owed (see
-// [Transport.RoundTrip], "Quota"). The Transport finds it by type
+// [Transport.RoundTrip], "Quota", and docs/policy.md). The Transport finds it by type
 // assertion on what [Fleet.Host] returns, as it finds [FleetRecall] and
 // [FleetChangeLog]; on an error from any of its methods, the process's
 // own quota state decides.

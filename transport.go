@@ -241,6 +241,11 @@ type call struct {
 //     Retry-After that ends at or after the deadline) is not retried: the
 //     call ends DeadLetter ([StopOwedLater]) at once, charged to no breaker
 //     or throttle, and [Outcome.NotBefore] says when, if the funder said.
+//   - Quota. Once a call to a host ends owed, the host's later calls are
+//     held, sending nothing, each ending DeadLetter ([StopOwedLater]) with
+//     the host's NotBefore: until that time, or, when the funder gave
+//     none, all but one call per WithBreakerProbe interval, whose answer
+//     that is not owed ends the quota. [FleetQuota] shares it in a fleet.
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
