@@ -27,12 +27,13 @@ import (
 // dead letter keeps the body and the host's NotBefore. With a fleet whose
 // host is a [FleetQuota], the hold is shared with every process.
 
-// hostQuota is one host's quota state. A call reads on alone while the
-// host is not in quota; the other fields are guarded by mu.
+// hostQuota is one host's quota state. A call reads watch alone while
+// the host is not in quota and has no FleetQuota; the other fields are
+// guarded by mu.
 type hostQuota struct {
-	// watch has quotaWatchOn while the host is in quota, and quotaWatchFleet when
-	// its FleetHost is a FleetQuota (set when the state is made): a call
-	// with neither reads nothing else.
+	// watch has quotaWatchOn while the host is in quota, and
+	// quotaWatchFleet when its FleetHost is a FleetQuota (set when the
+	// state is made).
 	watch atomic.Uint32
 
 	mu      sync.Mutex
@@ -74,8 +75,8 @@ const (
 
 // quotaHold is asked at the top of each iteration of the call's loop: nil
 // when the attempt may go, or the cause of a call the host's quota holds,
-// whose outcome it sets. While the host is not in quota it costs a load
-// and a nil check.
+// whose outcome it sets. While the host is not in quota and has no
+// FleetQuota it costs one atomic load.
 func (c *call) quotaHold() error {
 	if c.host.quota.watch.Load() == 0 {
 		return nil
