@@ -441,7 +441,7 @@ type dispositionLine struct {
 	recordErr   string
 	reconciles  int
 	ambiguous   bool
-	notBefore   string // written for owed_later only
+	notBefore   *time.Time // the outcome's NotBefore, written for owed_later only: a pointer keeps the line in its size class
 	field       [1]zapcore.Field
 }
 
@@ -464,7 +464,11 @@ func (l *dispositionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64(FieldReconciles, int64(l.reconciles))
 	enc.AddBool(FieldAmbiguous, l.ambiguous)
 	if l.stopReason == StopOwedLater {
-		enc.AddString(FieldNotBefore, l.notBefore)
+		nb := ""
+		if l.notBefore != nil && !l.notBefore.IsZero() {
+			nb = l.notBefore.UTC().Format(time.RFC3339Nano)
+		}
+		enc.AddString(FieldNotBefore, nb)
 	}
 	return nil
 }
@@ -520,8 +524,8 @@ func (c *call) logDisposition(cause error) {
 	if cause != nil {
 		l.errText = capText(c.scrub(cause))
 	}
-	if o.StopReason == StopOwedLater && !o.NotBefore.IsZero() {
-		l.notBefore = o.NotBefore.UTC().Format(time.RFC3339Nano)
+	if o.StopReason == StopOwedLater {
+		l.notBefore = &o.NotBefore
 	}
 	if o.RecordErr != nil {
 		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded
