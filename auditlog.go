@@ -59,6 +59,7 @@ const (
 	FieldRedelivers     = "redelivers"     // on every line of a redelivery (WithRedeliveryOf): the ID of the dead letter it sends again; absent on other calls
 	FieldDueBy          = "due_by"         // on disposition lines of a call with a closing time (WithClosingTime): that time; absent on other calls
 	FieldLate           = "late"           // on disposition lines of a call with a closing time: Outcome.Late; absent on other calls
+	FieldNotBefore      = "not_before"     // on disposition lines of calls that ended owed_later only: Outcome.NotBefore, RFC 3339 in UTC, "" when the funder did not say
 )
 
 // AuditSink is where a Transport's audit records go besides its logger
@@ -444,6 +445,7 @@ type dispositionLine struct {
 	ambiguous   bool
 	dueBy       time.Time // zero without a closing time
 	late        bool
+	notBefore   *time.Time // the outcome's NotBefore, written for owed_later only: a pointer keeps the line in its size class
 	field       [1]zapcore.Field
 }
 
@@ -468,6 +470,13 @@ func (l *dispositionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if !l.dueBy.IsZero() {
 		enc.AddTime(FieldDueBy, l.dueBy)
 		enc.AddBool(FieldLate, l.late)
+	}
+	if l.stopReason == StopOwedLater {
+		nb := ""
+		if l.notBefore != nil && !l.notBefore.IsZero() {
+			nb = l.notBefore.UTC().Format(time.RFC3339Nano)
+		}
+		enc.AddString(FieldNotBefore, nb)
 	}
 	return nil
 }
@@ -523,6 +532,9 @@ func (c *call) logDisposition(cause error) {
 	l.dueBy, _ = closingTime(c.req.Context())
 	if cause != nil {
 		l.errText = capText(c.scrub(cause))
+	}
+	if o.StopReason == StopOwedLater {
+		l.notBefore = &o.NotBefore
 	}
 	if o.RecordErr != nil {
 		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded

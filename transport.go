@@ -201,6 +201,7 @@ type call struct {
 	held        bool
 	pendingCall bool         // the call's deadline expired while held
 	dlShard     uint8        // see dlAt
+	quota       uint8        // the attempt in flight is a quota's probe (see quota.go)
 	span        trace.Span   // the call's, nil without a tracer
 	auditShared *auditShared // made at the call's first audit line
 }
@@ -240,6 +241,11 @@ type call struct {
 //     Retry-After that ends at or after the deadline) is not retried: the
 //     call ends DeadLetter ([StopOwedLater]) at once, charged to no breaker
 //     or throttle, and [Outcome.NotBefore] says when, if the funder said.
+//   - Quota. Once a call to a host ends owed, the host's later calls are
+//     held, sending nothing, each ending DeadLetter ([StopOwedLater]) with
+//     the host's NotBefore: until that time, or, when the funder gave
+//     none, all but one call per WithBreakerProbe interval, whose answer
+//     that is not owed ends the quota. [FleetQuota] shares it in a fleet.
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
@@ -609,6 +615,9 @@ func (c *call) loop() (*http.Response, error) {
 			c.failClosed()
 			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
 		}
+		if err := c.quotaHold(); err != nil {
+			return nil, c.finishErr(err)
+		}
 		done, probe, err := c.allow()
 		if err != nil {
 			c.logBreakerChanges()
@@ -768,6 +777,7 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	if disp == "" {
 		d = c.decide(a.resp, now)
 	}
+	c.quotaVerdict(a, d.stop)
 	c.out.Reason = v.Reason
 	c.out.Status = 0
 	if a.resp != nil {
