@@ -57,6 +57,7 @@ const (
 	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
 	FieldVerdict        = "verdict"        // on reconcile lines: ReconcileApplied, ReconcileNotApplied or ReconcileUnknown
 	FieldRedelivers     = "redelivers"     // on every line of a redelivery (WithRedeliveryOf): the ID of the dead letter it sends again; absent on other calls
+	FieldNotBefore      = "not_before"     // on disposition lines of calls that ended owed_later only: Outcome.NotBefore, RFC 3339 in UTC, "" when the funder did not say
 )
 
 // AuditSink is where a Transport's audit records go besides its logger
@@ -440,6 +441,7 @@ type dispositionLine struct {
 	recordErr   string
 	reconciles  int
 	ambiguous   bool
+	notBefore   string // written for owed_later only
 	field       [1]zapcore.Field
 }
 
@@ -461,6 +463,9 @@ func (l *dispositionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString(FieldRecordError, l.recordErr)
 	enc.AddInt64(FieldReconciles, int64(l.reconciles))
 	enc.AddBool(FieldAmbiguous, l.ambiguous)
+	if l.stopReason == StopOwedLater {
+		enc.AddString(FieldNotBefore, l.notBefore)
+	}
 	return nil
 }
 
@@ -514,6 +519,9 @@ func (c *call) logDisposition(cause error) {
 	}
 	if cause != nil {
 		l.errText = capText(c.scrub(cause))
+	}
+	if o.StopReason == StopOwedLater && !o.NotBefore.IsZero() {
+		l.notBefore = o.NotBefore.UTC().Format(time.RFC3339Nano)
 	}
 	if o.RecordErr != nil {
 		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded

@@ -95,6 +95,36 @@ type FleetRecall interface {
 	LastHeard() (FleetState, time.Duration)
 }
 
+// FleetQuota is a [FleetHost] that shares its host's quota with the
+// fleet: once a call of one process ends owed for later
+// ([StopOwedLater]), every process holds the host's calls, until the
+// funder's NotBefore, or for a quota of unknown length until one
+// process's probe is answered with anything but owed (see
+// [Transport.RoundTrip], "Quota"). The Transport finds it by type
+// assertion on what [Fleet.Host] returns, as it finds [FleetRecall] and
+// [FleetChangeLog]; on an error from any of its methods, the process's
+// own quota state decides.
+type FleetQuota interface {
+	// QuotaUntil returns, as last heard from the fleet's store, the time
+	// until which the fleet holds the host's calls (the funder's
+	// NotBefore, or for a quota of unknown length the next probe's
+	// turn), and whether that time is the funder's (known=true) or a
+	// probe turn (known=false). Zero: not held. It must not block, do I/O
+	// or allocate.
+	QuotaUntil() (until time.Time, known bool)
+	// Owed reports that a call ended owed: until is the funder's
+	// NotBefore, zero if it gave none, in which case the fleet holds the
+	// host for probe and then lets one process probe.
+	Owed(ctx context.Context, until time.Time, probe time.Duration) error
+	// TryQuotaProbe asks, once an unknown-length hold has passed, to send
+	// the one probe: true means this process sends it (and the fleet
+	// holds the others for another probe wait).
+	TryQuotaProbe(ctx context.Context, probe time.Duration) (bool, error)
+	// QuotaCleared reports an answer that was not owed: the quota is over
+	// for every process.
+	QuotaCleared(ctx context.Context) error
+}
+
 // Fleet shares each host's circuit breaker and retry budget across the
 // processes of a fleet (WithFleet). The package fleet, a module of its
 // own, provides one on PostgreSQL. Host is called once per host key
@@ -143,18 +173,18 @@ type FleetFailure struct {
 // each with a context that ends at most [DefaultFleetLimit] after the
 // attempt's verdict; on an error, the Transport uses its local state.
 //
-// A FleetHost may also be a [FleetRecall] and a [FleetChangeLog], which
-// the Transport finds by type assertion on what [Fleet.Host] returns. A
-// FleetHost that wraps another (to trace, count or log its calls) must
-// pass both on: a struct that embeds the wrapped FleetHost has only
-// FleetHost's methods, and hides them. Without them the Transport does
-// not carry the fleet's next probe time when the fleet is lost, nor
-// write the fleet's breaker lines, and the wrapped host may keep the
-// changes it queued for nobody. A wrapper may implement both whatever it
-// wraps, and answer for a host that is neither as one that never heard
-// the fleet (LastHeard: [FleetUnknown], -1) and made no change
-// (TakeChanges: nil): the Transport treats those as it treats a host
-// without the interfaces.
+// A FleetHost may also be a [FleetRecall], a [FleetChangeLog] and a
+// [FleetQuota], which the Transport finds by type assertion on what
+// [Fleet.Host] returns. A FleetHost that wraps another (to trace, count or
+// log its calls) must pass them on: a struct that embeds the wrapped
+// FleetHost has only FleetHost's methods, and hides them. Without them
+// the Transport does not carry the fleet's next probe time when the fleet
+// is lost, nor write the fleet's breaker lines, nor share the host's
+// quota, and the wrapped host may keep the changes it queued for nobody.
+// A wrapper may implement the first two whatever it wraps, and answer for
+// a host that is neither as one that never heard the fleet (LastHeard:
+// [FleetUnknown], -1) and made no change (TakeChanges: nil): the
+// Transport treats those as it treats a host without the interfaces.
 type FleetHost interface {
 	// State returns the fleet's breaker state as last heard.
 	State() FleetState

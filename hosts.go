@@ -30,8 +30,12 @@ type hostState struct {
 	// heardCarried once carried into the local breaker after the fleet
 	// was lost (see call.carryFleet).
 	heard atomic.Int32
-	// fleetLog is fleet as a FleetChangeLog, nil if it is not one.
-	fleetLog FleetChangeLog
+	// fleetLog is fleet as a FleetChangeLog, nil if it is not one;
+	// fleetQuota as a FleetQuota.
+	fleetLog   FleetChangeLog
+	fleetQuota FleetQuota
+	// quota is the host's quota: whether its calls are held (quota.go).
+	quota hostQuota
 	// attrs name the host on instruments, spanAttrs on spans; nil
 	// without them. attrs say OtherHost for a host past MaxHostSeries.
 	attrs, spanAttrs []attribute.KeyValue
@@ -78,6 +82,7 @@ func (c *call) releaseHost() {
 	if hs == nil {
 		return
 	}
+	c.quotaGiveBack()
 	if !c.start.IsZero() {
 		if ns := c.start.UnixNano(); ns > hs.used.Load() {
 			hs.used.Store(ns)
@@ -86,8 +91,8 @@ func (c *call) releaseHost() {
 	hs.inflight.Add(-1)
 }
 
-// atRest reports whether the state is as a new one would be at now: no
-// fleet breaker known open, no breaker, or one closed with no failure
+// atRest reports whether the state is as a new one would be at now: not
+// in quota, no fleet breaker known open, no breaker, or one closed with no failure
 // counted and no change left to log, and no throttle, or a full one. Dropping such a state changes no
 // decision: the host's next call makes one just like it.
 func (hs *hostState) atRest(now time.Time) bool {
@@ -95,6 +100,10 @@ func (hs *hostState) atRest(now time.Time) bool {
 		// The fleet's breaker is open: a state made anew would not
 		// know it until its Coordinator heard, and would let a call
 		// through to a funder the fleet knows is down.
+		return false
+	}
+	if hs.quota.on() {
+		// A state made anew would send the calls the quota holds.
 		return false
 	}
 	if hb := hs.breaker; hb != nil {
@@ -400,6 +409,10 @@ func (h *hosts) build(key string) *hostState {
 	if cfg.fleet != nil && (cfg.breakerOn || cfg.throttleOn) {
 		hs.fleet = cfg.fleet.Host(key, cfg.fleetPolicy())
 		hs.fleetLog, _ = hs.fleet.(FleetChangeLog)
+		if fq, ok := hs.fleet.(FleetQuota); ok {
+			hs.fleetQuota = fq
+			hs.quota.watch.Store(quotaWatchFleet)
+		}
 	}
 	if cfg.tracerProvider != nil {
 		hs.spanAttrs = hostAttrs(key)

@@ -223,6 +223,8 @@ func TestQuotaAnswerWithRetryAfterIsOwedUntilThen(t *testing.T) {
 	if want := hr.clock.Now().Add(10 * time.Minute); o.StopReason != StopOwedLater || o.Reason != "owed:403;quota:retry_after" || !o.NotBefore.Equal(want) {
 		t.Errorf("outcome %+v, want owed_later (quota:retry_after) until %v", o, want)
 	}
+	// A Transport of its own: the first one holds the host until then.
+	hr = newHarness(t)
 	hr.mock.RegisterResponder(http.MethodPost, funderURL, httpmock.NewStringResponder(403, `{"message":"Forbidden"}`))
 	if o := callOnce(t, hr); o.StopReason != StopTerminal {
 		t.Errorf("a 403 without a Retry-After or a known text: outcome %+v, want terminal", o)

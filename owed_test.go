@@ -64,6 +64,7 @@ func TestOwedVerdictIsChargedToNoBreakerOrThrottle(t *testing.T) {
 			if o := callOnce(t, h); o.StopReason != StopOwedLater || o.Attempts != 1 {
 				t.Fatalf("call %d: outcome %+v, want owed_later after 1 attempt: a quota must not open the breaker", i, o)
 			}
+			h.clock.advance(DefaultBreakerProbe) // the host's next probe of its quota
 		}
 		// A transient failure after the quotas is still retried: the
 		// owed answers neither opened the breaker nor drained the throttle.
@@ -107,6 +108,7 @@ func TestRetryAfterPastDeadlineIsOwedUntilThen(t *testing.T) {
 		if o.Reason != "owed:429;retry_after" {
 			t.Errorf("Reason = %q, want owed:429;retry_after", o.Reason)
 		}
+		h.clock.advance(10 * time.Hour) // the host is held until then
 	}
 	if w := h.clock.waits(); len(w) != 0 {
 		t.Errorf("waited %v", w)

@@ -100,6 +100,8 @@ const (
 	keyAmbiguous     = attribute.Key("grantretry.ambiguous")
 	keyDeadLetterID  = attribute.Key("grantretry.dead_letter_id")
 	keyRedelivery    = attribute.Key("grantretry.redelivery")
+	keyQuotaHeld     = attribute.Key("grantretry.quota.held")
+	keyNotBefore     = attribute.Key("grantretry.not_before")
 )
 
 // What grantretry.record says on grantretry.record.failures.
@@ -124,6 +126,7 @@ type metrics struct {
 	auditRecords     metric.Int64Counter
 	auditSync        metric.Float64Histogram
 	recordFailures   metric.Int64Counter
+	callsHeld        metric.Int64Counter
 }
 
 // The buckets of http.client.request.duration in the semantic conventions.
@@ -158,6 +161,7 @@ func newMetrics(mp metric.MeterProvider, h *hosts) *metrics {
 		auditRecords:     i64c("grantretry.audit.records", "{record}", "Audit records written, by message."),
 		auditSync:        f64h("grantretry.audit.sync.duration", "s", "Duration of the audit trail's sync at each disposition.", durationBuckets),
 		recordFailures:   i64c("grantretry.record.failures", "{failure}", "Calls whose audit record or dead letter could not be kept."),
+		callsHeld:        i64c("grantretry.calls.held", "{call}", "Calls held, unsent, while their host is in quota."),
 	}
 	var err error
 	out.callAttempts, err = m.Int64Histogram("grantretry.call.attempts", metric.WithUnit("{attempt}"),
@@ -438,6 +442,9 @@ func (c *call) observeEnd(cause error) {
 	}
 	if c.out.DeadLetterID != "" {
 		s.SetAttributes(keyDeadLetterID.String(c.out.DeadLetterID))
+	}
+	if c.out.StopReason == StopOwedLater && !c.out.NotBefore.IsZero() {
+		s.SetAttributes(keyNotBefore.String(c.out.NotBefore.UTC().Format(time.RFC3339Nano)))
 	}
 	if redelivery {
 		s.SetAttributes(keyRedelivery.Bool(true))

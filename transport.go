@@ -201,6 +201,7 @@ type call struct {
 	held        bool
 	pendingCall bool         // the call's deadline expired while held
 	dlShard     uint8        // see dlAt
+	quota       uint8        // the attempt in flight is a quota's probe (see quota.go)
 	span        trace.Span   // the call's, nil without a tracer
 	auditShared *auditShared // made at the call's first audit line
 }
@@ -609,6 +610,9 @@ func (c *call) loop() (*http.Response, error) {
 			c.failClosed()
 			return nil, c.finishErr(fmt.Errorf("not retried, since the audit trail cannot record it: %w", err))
 		}
+		if err := c.quotaHold(); err != nil {
+			return nil, c.finishErr(err)
+		}
 		done, probe, err := c.allow()
 		if err != nil {
 			c.logBreakerChanges()
@@ -768,6 +772,7 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	if disp == "" {
 		d = c.decide(a.resp, now)
 	}
+	c.quotaVerdict(a, d.stop)
 	c.out.Reason = v.Reason
 	c.out.Status = 0
 	if a.resp != nil {
