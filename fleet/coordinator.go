@@ -151,6 +151,7 @@ var (
 	_ grantretry.Fleet          = (*Coordinator)(nil)
 	_ grantretry.FleetRecall    = (*coordHost)(nil)
 	_ grantretry.FleetChangeLog = (*coordHost)(nil)
+	_ grantretry.FleetQuota     = (*coordHost)(nil)
 )
 
 type coordHost struct {

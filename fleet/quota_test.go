@@ -3,6 +3,9 @@ package fleet
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,18 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// quotaHost is what the Transport asks of a FleetHost that shares its
-// host's quota: the Coordinator's hosts must have these four methods,
-// with these signatures.
+// quotaHost is a Coordinator's host, as the Transport finds it.
 type quotaHost interface {
 	grantretry.FleetHost
-	QuotaUntil() (until time.Time, known bool)
-	Owed(ctx context.Context, until time.Time, probe time.Duration) error
-	TryQuotaProbe(ctx context.Context, probe time.Duration) (bool, error)
-	QuotaCleared(ctx context.Context) error
+	grantretry.FleetQuota
 }
-
-var _ quotaHost = (*coordHost)(nil)
 
 const quotaKey = "https://funder.example:443"
 
@@ -422,5 +418,75 @@ func TestMigrateAddsTheQuotaHoldToExistingHostRows(t *testing.T) {
 	}
 	if until, known, _ := quotaRowOf(t, pool); until == nil || !known || !until.Equal(notBefore) {
 		t.Fatalf("after Owed the upgraded row holds until %v, known %v; want %s", until, known, notBefore)
+	}
+}
+
+// A funder in quota as AWS API Gateway answers a usage plan's quota
+// spent (gateway response QUOTA_EXCEEDED: 429 {"message":"Limit
+// Exceeded"} with x-amzn-ErrorType LimitExceededException and no
+// Retry-After; docs.aws.amazon.com/apigateway/latest/developerguide/supported-gateway-response-types.html,
+// the source of ClassifyLimits' rule). Once a call of process A ends
+// owed, a call of process B is held and sends nothing.
+func TestQuotaOwedInOneProcessHoldsTheOthers(t *testing.T) {
+	var inQuota atomic.Bool
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		if inQuota.Load() {
+			w.Header().Set("x-amzn-ErrorType", "LimitExceededException")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"message":"Limit Exceeded"}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	key := "http://" + srv.Listener.Addr().String()
+
+	pool := newPool(t)
+	process := func() (*grantretry.Transport, quotaHost) {
+		co, _ := quotaProcess(t, pool)
+		tr := grantretry.New(http.DefaultTransport, grantretry.WithFleet(co), grantretry.WithClock(instantClock{}),
+			grantretry.WithBreakerProbe(time.Hour))
+		return tr, co.Host(key, grantretry.FleetPolicy{}).(quotaHost)
+	}
+	trA, _ := process()
+	trB, hostB := process()
+	call := func(tr *grantretry.Transport) (grantretry.Outcome, error) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/submit", strings.NewReader(`{"application":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			var e *grantretry.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is no *grantretry.Error", err)
+			}
+			return e.Outcome, err
+		}
+		resp.Body.Close()
+		out, _ := grantretry.OutcomeOf(resp)
+		return out, nil
+	}
+	// Both processes have called the funder before its quota ran out.
+	for _, tr := range []*grantretry.Transport{trA, trB} {
+		if out, err := call(tr); err != nil || out.Disposition != grantretry.Succeeded {
+			t.Fatalf("before the quota: %+v, %v", out, err)
+		}
+	}
+	inQuota.Store(true)
+	got.Store(0)
+	if out, err := call(trA); out.StopReason != grantretry.StopOwedLater || out.Attempts != 1 {
+		t.Fatalf("A's call in quota: %+v, %v; want owed_later after 1 attempt", out, err)
+	}
+	waitFor(t, "B to hear the hold", func() bool { until, _ := hostB.QuotaUntil(); return !until.IsZero() })
+	out, err := call(trB)
+	if out.Disposition != grantretry.DeadLetter || out.StopReason != grantretry.StopOwedLater || out.Attempts != 0 {
+		t.Errorf("B's call: %+v, %v; want dead_letter (owed_later) after 0 attempts", out, err)
+	}
+	if n := got.Load(); n != 1 {
+		t.Errorf("the funder in quota received %d requests, want A's 1", n)
 	}
 }
