@@ -36,6 +36,11 @@ func quotaProcess(t *testing.T, pool *pgxpool.Pool) (*Coordinator, quotaHost) {
 		t.Fatal(err)
 	}
 	t.Cleanup(own.Close)
+	// Connected before the test's first statement, which a slow connect
+	// would cut at its limit (reportLimit).
+	if err := own.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	co := NewCoordinator(own, WithReread(time.Hour))
 	t.Cleanup(co.Close)
 	return co, co.Host(quotaKey, grantretry.FleetPolicy{}).(quotaHost)
