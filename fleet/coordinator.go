@@ -21,7 +21,8 @@ import (
 // announced when it opens or closes. The payload is "open " or "closed "
 // and the host key: notifications arrive in commit order, so a listener
 // applies each as it comes, with no re-read. A payload that is the bare
-// key (the first format) makes the listener re-read the row.
+// key (the first format, and the announcement that a host's quota hold
+// grew or ended) makes the listener re-read the row.
 const Channel = "grantretry_hosts"
 
 // Defaults of the shared breaker and budget, the core's own: a host's
@@ -76,8 +77,10 @@ const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS a
 
 // Coordinator is a grantretry.Fleet on PostgreSQL: one row per funder
 // host in grantretry_hosts holds the fleet's breaker (consecutive failed
-// calls, when it opened, the probe lease) and its retry budget (the gRFC
-// A6 bucket with a time refill). Give it to grantretry.WithFleet.
+// calls, when it opened, the probe lease), its retry budget (the gRFC
+// A6 bucket with a time refill) and its quota hold (until when a host in
+// quota is sent nothing, and whose turn it is to probe one whose end is
+// not known). Give it to grantretry.WithFleet.
 //
 // A call's success path only reads an atomic and adds to a counter; the
 // counted successes are deposited once a second. A failure asks the
@@ -148,6 +151,7 @@ var (
 	_ grantretry.Fleet          = (*Coordinator)(nil)
 	_ grantretry.FleetRecall    = (*coordHost)(nil)
 	_ grantretry.FleetChangeLog = (*coordHost)(nil)
+	_ grantretry.FleetQuota     = (*coordHost)(nil)
 )
 
 type coordHost struct {
@@ -193,6 +197,17 @@ type coordHost struct {
 	cmu        sync.Mutex
 	changes    []grantretry.FleetChange
 	hasChanges atomic.Bool
+
+	// quota is the host's quota hold as last heard, nil or a zero until
+	// for none; each store is a new value, so that a re-read that was
+	// asked before a statement of this process answered does not
+	// overwrite that answer (see hearQuota). quotaAsking says a
+	// TryQuotaProbe statement of this process is in flight, and
+	// quotaTurn is the end (Unix ns) of a probe turn that statement took
+	// after its caller stopped waiting, 0 if none: the next call takes it.
+	quota       atomic.Pointer[quotaHeard]
+	quotaAsking atomic.Bool
+	quotaTurn   atomic.Int64
 }
 
 // maxChanges bounds the changes a host keeps for TakeChanges: a caller
@@ -929,42 +944,53 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// rereadHosts reads the breaker rows of hs; a host without a row is
-// closed. When the database does not answer, every host is unknown.
+// rereadHosts reads the rows of hs: the breaker and the quota hold; a
+// host without a row is closed and not held. When the database does not
+// answer, every host is unknown.
 func (c *Coordinator) rereadHosts(ctx context.Context, q querier, hs []*coordHost) {
 	if len(hs) == 0 {
 		return
 	}
 	keys := make([]string, len(hs))
+	olds := make([]*quotaHeard, len(hs)) // what hearQuota may replace
 	for i, h := range hs {
 		keys[i] = h.key
+		olds[i] = h.quota.Load()
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	asked := time.Since(c.start)
 	rows, err := q.Query(ctx,
 		`SELECT host, opened_at IS NOT NULL,
-			CASE WHEN probe_until > now() THEN EXTRACT(EPOCH FROM probe_until - now())::float8 ELSE 0 END
+			CASE WHEN probe_until > now() THEN EXTRACT(EPOCH FROM probe_until - now())::float8 ELSE 0 END,
+			`+quotaColumns+`
 		FROM grantretry_hosts WHERE host = ANY($1)`, keys)
 	if err != nil {
 		c.unknown()
 		return
 	}
-	open := map[string]bool{}
-	lease := map[string]float64{}
+	type hostRow struct {
+		open  bool
+		lease float64 // seconds
+		quota quotaRow
+	}
+	read := map[string]hostRow{}
 	var key string
-	var o bool
-	var left float64 // seconds
-	_, err = pgx.ForEachRow(rows, []any{&key, &o, &left}, func() error { open[key], lease[key] = o, left; return nil })
+	var r hostRow
+	_, err = pgx.ForEachRow(rows, append([]any{&key, &r.open, &r.lease}, r.quota.dest()...),
+		func() error { read[key] = r; return nil })
 	if err != nil {
 		c.unknown()
 		return
 	}
-	for _, h := range hs {
-		if open[h.key] && lease[h.key] > 0 {
-			h.leaseAtLeast(asked + time.Duration(lease[h.key]*float64(time.Second)))
+	at := time.Now()
+	for i, h := range hs {
+		r := read[h.key]
+		if r.open && r.lease > 0 {
+			h.leaseAtLeast(asked + time.Duration(r.lease*float64(time.Second)))
 		}
-		h.set(open[h.key])
+		h.set(r.open)
+		h.hearQuota(olds[i], r.quota.heard(at))
 	}
 }
 
@@ -1044,7 +1070,7 @@ const (
 )
 
 // sweepSQL deletes the rows at rest: the breaker closed with no probe
-// lease, no failure and no withdrawal for $1, and the bucket full again
+// lease, no failure, no withdrawal and no quota hold for $1, and the bucket full again
 // by its refill (refill_s, the refill period of the last withdrawal's
 // policy; a row from before that column has DefaultRefill's, $3). Such a row
 // is what no row is, a closed breaker and a full bucket, but for its run
@@ -1056,6 +1082,7 @@ const sweepSQL = `WITH d AS (DELETE FROM grantretry_hosts WHERE host IN (
 		SELECT host FROM grantretry_hosts
 		WHERE opened_at IS NULL AND probe_until < now()
 			AND failed_at < now() - $1::interval AND refilled < now() - $1::interval
+			AND (quota_until IS NULL OR quota_until < now() - $1::interval)
 			AND (max_tokens = 0 OR tokens + EXTRACT(EPOCH FROM now() - refilled) * max_tokens / 2
 				/ COALESCE(NULLIF(refill_s, 0), $3::float8) >= max_tokens)
 		LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1)

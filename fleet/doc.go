@@ -1,9 +1,10 @@
 // Package fleet shares what a grantretry Transport knows across the
 // processes of a fleet, in PostgreSQL: dead letters that any worker can
 // redeliver (Letters), one audit trail with a hash chain per process
-// (Trail), and the circuit breaker and retry budget of each funder host
-// (Coordinator). It is a module of its own so that the core never requires
-// a database driver; see docs/fleet.md.
+// (Trail), and the circuit breaker, retry budget and quota hold of each
+// funder host (Coordinator): once a call to a host ends owed, the whole
+// fleet waits for the funder's time. It is a module of its own so that
+// the core never requires a database driver; see docs/fleet.md.
 //
 // Nothing here sits on a call's success path. What a failed call asks of
 // the database is bounded by a short limit (DefaultLimit; a dead letter's

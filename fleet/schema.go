@@ -83,6 +83,11 @@ ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS levels double precision[] 
 -- The refill period, in seconds, of the last withdrawal's policy: for the
 -- sweep of the rows at rest (0: the default's).
 ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS refill_s double precision NOT NULL DEFAULT 0;
+-- The host's quota hold: until when the fleet sends the host nothing
+-- (NULL: not held), and whether that is the funder's time (quota_known)
+-- or the next probe's turn (see quota.go).
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS quota_until timestamptz;
+ALTER TABLE grantretry_hosts ADD COLUMN IF NOT EXISTS quota_known boolean NOT NULL DEFAULT false;
 
 -- grantretry_level_at is the bucket's level at t as the row's recent
 -- levels tell it: the newest at or before t; before them all, the oldest
