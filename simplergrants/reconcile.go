@@ -170,8 +170,8 @@ var errNilReconciler = errors.New("grantretry: simplergrants: a nil *Reconciler 
 // evidence, and Reconcile cannot tell. The Transport asks again within
 // the call's budget; found, the write is reconciled. The sources give no
 // time by which the API must have finished, so no wait makes "not found"
-// an answer after such an attempt: the call ends owed, or in a dead
-// letter, when the budget runs out first.
+// an answer after such an attempt: the call ends in a dead letter,
+// unsent a second time, when the budget runs out first.
 //
 // It cannot tell (an error wrapping [ErrCannotTell]) then, and when the
 // request is none of those, the call has no submission id, its start's

@@ -56,13 +56,17 @@ func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // startAPI starts the fake API, with the gateway's throttle off unless
-// cfg sets one, and a client that carries the credentials.
+// cfg sets one, on a clock of its own (cfg.Sleep, if set, is kept), and a
+// client that carries the credentials.
 func startAPI(t *testing.T, cfg fakesimpler.Config) (*fakesimpler.API, *http.Client) {
 	t.Helper()
 	clk := &fakeClock{now: time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)}
 	cfg.APIKeys = []string{apiKey}
 	cfg.Users = map[string]string{userToken: userID}
-	cfg.Now, cfg.Sleep = clk.Now, clk.Sleep
+	cfg.Now = clk.Now
+	if cfg.Sleep == nil {
+		cfg.Sleep = clk.Sleep
+	}
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = -1
 	}

@@ -83,7 +83,7 @@ func TestAmbiguousSubmitIsReconciledNotSubmittedTwice(t *testing.T) {
 			} else {
 				// The API is slow for the submit only: the question is answered.
 				a.SetWork(time.Minute)
-				inner = afterFirst{inner, func() { a.SetWork(0) }}
+				inner = afterFirst{inner, func() { a.Wait(); a.SetWork(0) }}
 			}
 			ctx := grantretry.WithSubmissionID(context.Background(), "sub-1")
 			resp, o := send(t, pipelineOver(t, a, client, inner), submitRequest(t, ctx, a.URL(), id))
@@ -290,6 +290,70 @@ func TestWriteCarriedOutAfterTheGatewayTimeoutIsNotSentAgain(t *testing.T) {
 			}
 			if o.Disposition != grantretry.Succeeded || o.StopReason != grantretry.StopReconciled {
 				t.Errorf("outcome %s/%s %s; want reconciled", o.Disposition, o.StopReason, o.Reason)
+			}
+		})
+	}
+}
+
+// Against the fake: a start or a submit the API carries out after the
+// gateway's 504, and after the Reconciler's first question. The first
+// answer is "cannot tell"; the next finds the write, which is carried
+// out once and not reported failed.
+func TestFakesWriteFinishingAfterThe504IsFoundNotSentAgain(t *testing.T) {
+	const work = time.Minute
+	for _, write := range []string{"start", "submit"} {
+		t.Run(write, func(t *testing.T) {
+			release := make(chan struct{})
+			released := sync.OnceFunc(func() { close(release) })
+			defer released()
+			a, client := startAPI(t, fakesimpler.Config{Sleep: func(ctx context.Context, d time.Duration) error {
+				if d == work-fakesimpler.DefaultIntegrationTimeout {
+					<-release // the API's work after the 504, held until the question was answered
+				}
+				return nil
+			}})
+			id := ""
+			if write == "submit" {
+				id = startDirect(t, a, client, "sub-1")
+			}
+			rec := simplergrants.NewReconciler(a.URL(), client).ForUser(userID)
+			var answers []error
+			reconcile := func(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+				resp, err := rec.Reconcile(ctx, q)
+				answers = append(answers, err)
+				if len(answers) == 1 {
+					released()
+					a.Wait()
+				}
+				return resp, err
+			}
+			a.SetWork(work)
+			inner := afterFirst{credentials{a.Client().Transport}, func() { a.SetWork(0) }}
+			tr := grantretry.New(inner,
+				grantretry.WithClassifier(simplergrants.ClassifyFault),
+				grantretry.WithReconciler(reconcile),
+				grantretry.WithClock(fixedClock{time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)}),
+				grantretry.WithBudget(3, time.Minute),
+				grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
+			ctx := grantretry.WithSubmissionID(context.Background(), "sub-1")
+			req := startRequest(t, ctx, a.URL(), "sub-1")
+			if write == "submit" {
+				req = submitRequest(t, ctx, a.URL(), id)
+			}
+			resp, o := send(t, &http.Client{Transport: tr}, req)
+			resp.Body.Close()
+			if o.StopReason != grantretry.StopReconciled || o.Attempts != 1 || o.Reconciles != 2 {
+				t.Errorf("outcome %+v; want reconciled on the second question after one attempt", o)
+			}
+			if len(answers) == 0 || !errors.Is(answers[0], simplergrants.ErrCannotTell) {
+				t.Errorf("the first answer: %v; want cannot tell", answers)
+			}
+			l := a.Ledger()
+			if write == "start" && (l.Started != 1 || len(a.Applications()) != 1) {
+				t.Errorf("the API holds %v", a.Applications())
+			}
+			if write == "submit" && l.Submitted[id] != 1 {
+				t.Errorf("%d submits applied, want 1", l.Submitted[id])
 			}
 		})
 	}
