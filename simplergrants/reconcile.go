@@ -165,8 +165,9 @@ var errNilReconciler = errors.New("grantretry: simplergrants: a nil *Reconciler 
 //
 // The API may still be at a write after the gateway answered 504
 // ("Endpoint request timed out": the gateway stops waiting at 29 s, the
-// API goes on), or after the attempt timed out unanswered (q.Err a
-// timeout): then an application not found, or found in_progress, is no
+// API goes on), or after the attempt was given up unanswered (q.Err a
+// timeout or a cancellation, as the Transport's attempt timeout is):
+// then an application not found, or found in_progress, is no
 // evidence, and Reconcile cannot tell. The Transport asks again within
 // the call's budget; found, the write is reconciled. The sources give no
 // time by which the API must have finished, so no wait makes "not found"
@@ -209,8 +210,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, q grantretry.ReconcileQuery)
 
 // mayStillWork reports whether the API may still be at the write q asks
 // about: the gateway answered 504 (it gives up on the API at 29 s, and
-// the API goes on, api_gateway.tf:338), or the attempt timed out
-// unanswered, the request perhaps still on its way or under way.
+// the API goes on, api_gateway.tf:338), or the attempt was given up
+// unanswered on this side (a timeout, the Transport's attempt timeout
+// among them, or a cancellation), the request perhaps still on its way
+// or under way.
 func mayStillWork(q grantretry.ReconcileQuery) bool {
 	if q.Status == http.StatusGatewayTimeout {
 		return true
@@ -219,13 +222,14 @@ func mayStillWork(q grantretry.ReconcileQuery) bool {
 		return false
 	}
 	var ne net.Error
-	return errors.Is(q.Err, context.DeadlineExceeded) || (errors.As(q.Err, &ne) && ne.Timeout())
+	return errors.Is(q.Err, context.DeadlineExceeded) || errors.Is(q.Err, context.Canceled) ||
+		(errors.As(q.Err, &ne) && ne.Timeout())
 }
 
 // stillWorking is Reconcile's error for a write not found that the API
 // may still be at.
 func stillWorking(q grantretry.ReconcileQuery, what string) error {
-	why := "the attempt timed out unanswered"
+	why := "the attempt was given up unanswered"
 	if q.Status != 0 {
 		why = fmt.Sprintf("the gateway answered the attempt %d", q.Status)
 	}

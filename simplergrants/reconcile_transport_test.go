@@ -358,3 +358,42 @@ func TestFakesWriteFinishingAfterThe504IsFoundNotSentAgain(t *testing.T) {
 		})
 	}
 }
+
+// hangs never answers: the attempt ends when its context does.
+type hangs struct{}
+
+func (hangs) RoundTrip(r *http.Request) (*http.Response, error) {
+	<-r.Context().Done()
+	return nil, r.Context().Err()
+}
+
+// An attempt the Transport's attempt timeout ended, unanswered: the API
+// may still be at it, so a start not found is not sent again.
+func TestStartTimedOutUnansweredIsNotSentAgain(t *testing.T) {
+	a, client := startAPI(t, fakesimpler.Config{})
+	rec := simplergrants.NewReconciler(a.URL(), client).ForUser(userID)
+	var answers []error
+	tr := grantretry.New(hangs{},
+		grantretry.WithClassifier(simplergrants.ClassifyFault),
+		grantretry.WithReconciler(func(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+			resp, err := rec.Reconcile(ctx, q)
+			answers = append(answers, err)
+			return resp, err
+		}),
+		grantretry.WithAttemptTimeout(20*time.Millisecond),
+		grantretry.WithClock(fixedClock{time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)}),
+		grantretry.WithBudget(2, time.Minute),
+		grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
+	ctx := grantretry.WithSubmissionID(context.Background(), "sub-1")
+	resp, err := (&http.Client{Transport: tr}).Do(startRequest(t, ctx, a.URL(), "sub-1"))
+	if err == nil {
+		resp.Body.Close()
+	}
+	var gerr *grantretry.Error
+	if !errors.As(err, &gerr) || gerr.Outcome.Attempts != 1 {
+		t.Errorf("error %v; want the call to end after one attempt", err)
+	}
+	if len(answers) == 0 || !errors.Is(answers[0], simplergrants.ErrCannotTell) {
+		t.Errorf("the Reconciler's answers: %v; want cannot tell", answers)
+	}
+}
