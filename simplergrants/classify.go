@@ -15,8 +15,8 @@ import (
 // x-amzn-ErrorType header, against the package's rules, each an answer
 // the API's source or AWS's documentation publishes:
 //
-//	aws:LimitExceededException          x-amzn-ErrorType, any 4xx/5xx  owed (the monthly quota)
-//	aws:TooManyRequestsException        x-amzn-ErrorType, any 4xx/5xx  transient (10 req/s, burst 15)
+//	aws:LimitExceededException          429, x-amzn-ErrorType          owed (the monthly quota)
+//	aws:TooManyRequestsException        429, x-amzn-ErrorType          transient (10 req/s, burst 15)
 //	simplergrants:gateway_forbidden     403 {"message":"Forbidden"}    terminal (no valid X-API-Key)
 //	simplergrants:gateway_timeout       504 "Endpoint request timed out"  transient (29 s)
 //	simplergrants:maintenance           503 scheduled maintenance      owed
@@ -24,6 +24,10 @@ import (
 //	simplergrants:not_in_progress       403 not_in_progress, other     terminal
 //	simplergrants:competition_not_open  422 competition_not_open       terminal
 //	simplergrants:pending_file_upload_limit_exceeded  429              owed
+//
+// already_submitted needs the answer's request (resp.Request), when it
+// has one, to be POST .../alpha/applications/{id}/submit: the text is
+// the submit's; to any other request, not_in_progress is terminal.
 //
 // The first rule that matches gives the verdict, and its name is the
 // Reason; no text from the body reaches it. The Transport puts the

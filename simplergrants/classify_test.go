@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,7 +147,7 @@ func TestClassifyFaultEdges(t *testing.T) {
 		{"maintenance without errors", 503, "", `{"message": "API is undergoing scheduled maintenance", "status_code": 503}`, sampleVerdict{reason: "simplergrants:maintenance", kind: kindOwed}},
 		{"an unknown error type", 422, "", app(422, "The application has issues in its form responses.", "required"), sampleVerdict{}},
 		{"quota header with a suffix", 429, "LimitExceededException:http://internal.amazon.com/coral/com.amazon.coral.availability/", `{"message":"Limit Exceeded"}`, sampleVerdict{reason: "aws:LimitExceededException", kind: kindOwed}},
-		{"quota header on a body of the application", 403, "LimitExceededException", app(403, "Forbidden", "x"), sampleVerdict{reason: "aws:LimitExceededException", kind: kindOwed}},
+		{"quota header on a body of the application", 429, "LimitExceededException", app(429, "Forbidden", "x"), sampleVerdict{reason: "aws:LimitExceededException", kind: kindOwed}},
 		{"throttle header without a body", 429, "TooManyRequestsException", ``, sampleVerdict{reason: "aws:TooManyRequestsException", kind: kindTransient}},
 		{"another error type header", 429, "TooManyRequestsExceptionX", `{"message":"Too Many Requests"}`, sampleVerdict{}},
 		{"cut off", 403, "", app(403, "Cannot submit application. It is currently in status: submitted", "not_in_progress")[:60], sampleVerdict{}},
@@ -185,5 +186,52 @@ func TestClassifyFaultReadsOnlyThePeek(t *testing.T) {
 	short := []byte(`{"message": "API is undergoing scheduled maintenance", "status_code": 503, "errors": []}`)
 	if _, ok := ClassifyFault(&http.Response{StatusCode: 503, Header: http.Header{}}, short); !ok {
 		t.Error("ClassifyFault declined the maintenance answer itself")
+	}
+}
+
+// The gateway's x-amzn-ErrorType answers are 429s; another status with
+// the header is not the usage plan's.
+func TestClassifyFaultReadsTheGatewaysErrorTypeOnA429Only(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		value  string
+		want   string
+	}{
+		{429, "LimitExceededException", "aws:LimitExceededException"},
+		{429, "TooManyRequestsException", "aws:TooManyRequestsException"},
+		{400, "LimitExceededException", ""},
+		{500, "TooManyRequestsException", ""},
+	} {
+		h := http.Header{"X-Amzn-Errortype": {tc.value}}
+		c, ok := ClassifyFault(&http.Response{StatusCode: tc.status, Header: h}, []byte(`{"message":"Rate exceeded"}`))
+		if got := map[bool]string{true: c.Reason}[ok]; got != tc.want {
+			t.Errorf("%d %s: %+v %v, want %q", tc.status, tc.value, c, ok, tc.want)
+		}
+	}
+}
+
+// not_in_progress with the submit's text says "already submitted" only
+// in the answer to a submit.
+func TestClassifyFaultReadsAlreadySubmittedOnASubmitOnly(t *testing.T) {
+	const id = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+	body := []byte(`{"message":"Cannot submit application. It is currently in status: submitted","status_code":403,"errors":[{"type":"not_in_progress"}]}`)
+	for _, tc := range []struct {
+		method, path string
+		applied      bool
+	}{
+		{http.MethodPost, "/alpha/applications/" + id + "/submit", true},
+		{http.MethodPost, "/api/alpha/applications/" + id + "/submit", true},
+		{http.MethodPut, "/alpha/applications/" + id + "/forms/" + id, false},
+		{http.MethodGet, "/alpha/applications/" + id + "/submit", false},
+		{"", "", true}, // no request: the body alone
+	} {
+		resp := &http.Response{StatusCode: 403, Header: http.Header{}}
+		if tc.path != "" {
+			resp.Request = httptest.NewRequest(tc.method, "https://api.simpler.grants.gov"+tc.path, nil)
+		}
+		c, ok := ClassifyFault(resp, body)
+		if !ok || c.Applied != tc.applied || (!tc.applied && (c.Retryable || c.Owed)) {
+			t.Errorf("%s %s: %+v %v, want applied %v (else terminal)", tc.method, tc.path, c, ok, tc.applied)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -38,7 +39,8 @@ const (
 
 // maxQueryBytes bounds an answer the Reconciler reads; maxListPages
 // bounds the pages of a user's applications it reads, at listPageSize
-// each: past them it cannot tell.
+// each (UserApplicationPaginationSchema allows 1 to 5000): past them it
+// cannot tell.
 const (
 	maxQueryBytes = 8 << 20
 	maxListPages  = 20
@@ -77,14 +79,21 @@ type Reconciler struct {
 // its own, not one whose Transport is the grantretry Transport that asks
 // it. A baseURL that is not an absolute http or https URL, or a nil
 // client, makes every Reconcile answer an error that says so.
+//
+// Its errors name the base URL without its user information: a password
+// written into it never reaches an error, a log or a trail.
 func NewReconciler(baseURL string, client *http.Client) *Reconciler {
 	r := &Reconciler{client: client}
 	u, err := url.Parse(baseURL)
 	switch {
 	case err != nil:
-		r.err = fmt.Errorf("grantretry: simplergrants: NewReconciler: base URL: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password and all
+		}
+		r.err = fmt.Errorf("grantretry: simplergrants: NewReconciler: base URL %q: %w", redactUserinfo(baseURL), err)
 	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		r.err = fmt.Errorf("grantretry: simplergrants: NewReconciler: base URL %q is not an absolute http or https URL", baseURL)
+		r.err = fmt.Errorf("grantretry: simplergrants: NewReconciler: base URL %q is not an absolute http or https URL", redactUserinfo(baseURL))
 	case client == nil:
 		r.err = errors.New("grantretry: simplergrants: NewReconciler with a nil client")
 	default:
@@ -95,15 +104,41 @@ func NewReconciler(baseURL string, client *http.Client) *Reconciler {
 	return r
 }
 
+// redactUserinfo is s, a URL that may not parse, with what stands
+// between the "//" of its authority (or its start, if it has none) and
+// the last "@" before its path replaced by "xxxxx".
+func redactUserinfo(s string) string {
+	from := 0
+	if i := strings.Index(s, "//"); i >= 0 {
+		from = i + 2
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[from:], "/?#"); i >= 0 {
+		end = from + i
+	}
+	at := strings.LastIndex(s[from:end], "@")
+	if at < 0 {
+		return s
+	}
+	return s[:from] + "xxxxx" + s[from+at:]
+}
+
 // ForUser returns a copy of r that reconciles a start by the
 // applications of the user whose id is userID: the user the client's
 // X-SGG-Token is a session of. Without it, a start is never reconciled:
-// Reconcile cannot tell.
+// Reconcile cannot tell. On a nil *Reconciler it returns one whose
+// Reconcile answers an error that says so.
 func (r *Reconciler) ForUser(userID string) *Reconciler {
+	if r == nil {
+		return &Reconciler{err: errNilReconciler, userID: userID}
+	}
 	c := *r
 	c.userID = userID
 	return &c
 }
+
+// errNilReconciler is the error of a nil *Reconciler's Reconcile.
+var errNilReconciler = errors.New("grantretry: simplergrants: a nil *Reconciler (NewReconciler builds one)")
 
 // Reconcile is a [grantretry.ReconcileFunc] for the API's writes. It
 // answers:
@@ -111,27 +146,47 @@ func (r *Reconciler) ForUser(userID string) *Reconciler {
 //   - for POST /alpha/applications/{id}/submit, by GET
 //     /alpha/applications/{id}: applied when application_status is
 //     submitted or accepted, and the response is that GET's (a 200 with the
-//     application's record); not applied (nil, nil) when it is in_progress.
+//     application's record); not applied (nil, nil) when it is in_progress
+//     and the API cannot still be at the submit (below).
 //     The record carries no submission time: an application submitted is
 //     submitted once, whoever submitted it.
 //   - for POST /alpha/applications/start, by the user's applications
-//     (POST /v1/users/{user_id}/applications, every page, filtered by the
-//     start's competition_id when the body is there to read it): applied
-//     when exactly one is named the submission id, and the response is
-//     the one start would have sent, a 200 with its application_id; not
-//     applied when none is.
+//     (POST /v1/users/{user_id}/applications, filtered by the start's
+//     competition_id, newest first, page after page until one comes back
+//     short: the route's answer carries no count of pages or records):
+//     applied when exactly one application (by its application_id, which
+//     a start landing between two pages can show twice) is named the
+//     submission id, and the response is the one start would have sent,
+//     a 200 with its application_id; not applied when none is and the
+//     API cannot still be at the start.
 //   - for a POST that only reads (a user's applications, an application's
 //     submissions or audit history), not applied: sending it again changes
 //     nothing.
 //
-// It cannot tell (an error wrapping [ErrCannotTell]) when the request is
-// none of those, the call has no submission id or its start's
-// application_name is another ([ErrNameMismatch]), no user was given
-// ([Reconciler.ForUser]), the API answers anything but a 200 it can read
-// (maintenance, a quota, the gateway's refusal), more than one
-// application carries the name, or the user has more than 10,000
-// applications (the list is read 500 at a time, 20 pages at most).
+// The API may still be at a write after the gateway answered 504
+// ("Endpoint request timed out": the gateway stops waiting at 29 s, the
+// API goes on), or after the attempt was given up unanswered (q.Err a
+// timeout or a cancellation, as the Transport's attempt timeout is):
+// then an application not found, or found in_progress, is no
+// evidence, and Reconcile cannot tell. The Transport asks again within
+// the call's budget; found, the write is reconciled. The sources give no
+// time by which the API must have finished, so no wait makes "not found"
+// an answer after such an attempt: the call ends in a dead letter,
+// unsent a second time, when the budget runs out first.
+//
+// It cannot tell (an error wrapping [ErrCannotTell]) then, and when the
+// request is none of those, the call has no submission id, its start's
+// body cannot be read again or its application_name is another
+// ([ErrNameMismatch]), no user was given ([Reconciler.ForUser]), the API
+// answers anything but a 200 it can read (maintenance, a quota, the
+// gateway's refusal), more than one application carries the name, or
+// the user has more than 10,000 applications in the competition (the
+// list is read 500 at a time, 20 pages at most). On a nil *Reconciler it
+// answers an error too.
 func (r *Reconciler) Reconcile(ctx context.Context, q grantretry.ReconcileQuery) (*http.Response, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: %w", ErrCannotTell, errNilReconciler)
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCannotTell, r.err)
 	}
@@ -146,14 +201,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, q grantretry.ReconcileQuery)
 	case p == "/alpha/applications/start":
 		return r.reconcileStart(ctx, q)
 	case reSubmit.MatchString(p):
-		return r.reconcileSubmit(ctx, reSubmit.FindStringSubmatch(p)[1])
+		return r.reconcileSubmit(ctx, q, reSubmit.FindStringSubmatch(p)[1])
 	case reReads.MatchString(p):
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: POST %s is neither a start nor a submit", ErrCannotTell, p)
 }
 
-func (r *Reconciler) reconcileSubmit(ctx context.Context, id string) (*http.Response, error) {
+// mayStillWork reports whether the API may still be at the write q asks
+// about: the gateway answered 504 (it gives up on the API at 29 s, and
+// the API goes on, api_gateway.tf:338), or the attempt was given up
+// unanswered on this side (a timeout, the Transport's attempt timeout
+// among them, or a cancellation), the request perhaps still on its way
+// or under way.
+func mayStillWork(q grantretry.ReconcileQuery) bool {
+	if q.Status == http.StatusGatewayTimeout {
+		return true
+	}
+	if q.Status != 0 || q.Err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(q.Err, context.DeadlineExceeded) || errors.Is(q.Err, context.Canceled) ||
+		(errors.As(q.Err, &ne) && ne.Timeout())
+}
+
+// stillWorking is Reconcile's error for a write not found that the API
+// may still be at.
+func stillWorking(q grantretry.ReconcileQuery, what string) error {
+	why := "the attempt was given up unanswered"
+	if q.Status != 0 {
+		why = fmt.Sprintf("the gateway answered the attempt %d", q.Status)
+	}
+	return fmt.Errorf("%w: %s, and %s: the API may still be at it", ErrCannotTell, what, why)
+}
+
+func (r *Reconciler) reconcileSubmit(ctx context.Context, q grantretry.ReconcileQuery, id string) (*http.Response, error) {
 	resp, body, err := r.ask(ctx, http.MethodGet, "/alpha/applications/"+id, nil)
 	if err != nil {
 		return nil, err
@@ -171,6 +254,9 @@ func (r *Reconciler) reconcileSubmit(ctx context.Context, id string) (*http.Resp
 	case statusSubmitted, statusAccepted:
 		return answerOf(resp, body), nil
 	case "in_progress":
+		if mayStillWork(q) {
+			return nil, stillWorking(q, "application "+id+" is in_progress")
+		}
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: application %s has status %q", ErrCannotTell, id, got.Data.ApplicationStatus)
@@ -188,21 +274,30 @@ func (r *Reconciler) reconcileStart(ctx context.Context, q grantretry.ReconcileQ
 		return nil, fmt.Errorf("%w: no user to list the applications of (Reconciler.ForUser)", ErrCannotTell)
 	}
 	var found []string
+	seen := make(map[string]bool)
 	for page := 1; ; page++ {
 		if page > maxListPages {
 			return nil, fmt.Errorf("%w: the user has more than %d applications", ErrCannotTell, maxListPages*listPageSize)
 		}
-		ids, pages, err := r.listPage(ctx, competition, q.SubmissionID, page)
+		ids, n, err := r.listPage(ctx, competition, q.SubmissionID, page)
 		if err != nil {
 			return nil, err
 		}
-		found = append(found, ids...)
-		if page >= pages {
-			break
+		for _, id := range ids {
+			if key := strings.ToLower(id); !seen[key] {
+				seen[key] = true
+				found = append(found, id)
+			}
+		}
+		if n < listPageSize {
+			break // a short page is the last
 		}
 	}
 	switch len(found) {
 	case 0:
+		if mayStillWork(q) {
+			return nil, stillWorking(q, "no application is named "+strconv.Quote(q.SubmissionID))
+		}
 		return nil, nil
 	case 1:
 		b, _ := json.Marshal(map[string]any{"message": "Success", "data": map[string]any{"application_id": found[0]}, "status_code": http.StatusOK})
@@ -216,25 +311,26 @@ func (r *Reconciler) reconcileStart(ctx context.Context, q grantretry.ReconcileQ
 	return nil, fmt.Errorf("%w: %d applications are named %q: %s", ErrCannotTell, len(found), q.SubmissionID, strings.Join(found, ", "))
 }
 
-// startBody reads the start's body again, when the Transport kept it, for
-// its competition_id, and checks its application_name.
+// startBody reads the start's body again, for its competition_id, and
+// checks its application_name. A body the Transport could not keep
+// cannot be checked: the start may have been named otherwise, and
+// looked for by the submission id it would not be found.
 func startBody(q grantretry.ReconcileQuery) (competition string, err error) {
 	body := q.Request.Body
 	if body == nil && q.Request.GetBody != nil {
-		if b, err := q.Request.GetBody(); err == nil {
-			body = b
-			defer b.Close()
+		b, err := q.Request.GetBody()
+		if err != nil {
+			return "", fmt.Errorf("%w: reading the start's body again: %w", ErrCannotTell, err)
 		}
+		body = b
 	}
 	if body == nil {
-		return "", nil
+		return "", fmt.Errorf("%w: the start's body is gone: its application_name cannot be checked", ErrCannotTell)
 	}
+	defer body.Close()
 	raw, err := io.ReadAll(io.LimitReader(body, maxQueryBytes))
 	if err != nil {
 		return "", fmt.Errorf("%w: reading the start's body again: %w", ErrCannotTell, err)
-	}
-	if len(raw) == 0 {
-		return "", nil
 	}
 	var start struct {
 		CompetitionID   string  `json:"competition_id"`
@@ -254,7 +350,12 @@ func startBody(q grantretry.ReconcileQuery) (competition string, err error) {
 }
 
 // listPage reads one page of the user's applications, newest first, and
-// returns the ids of those named name, and how many pages there are.
+// returns the ids of those named name, and how many applications the
+// page holds. The answer is UserApplicationListResponseSchema (message,
+// data, status_code): the route hands the service's pagination_info to
+// a response schema without PaginationMixinSchema, which leaves it out
+// (HHS/simpler-grants-gov@32d9a126f api/src/api/users/user_routes.py:349,
+// user_schemas.py:430; openapi.generated.yml:10171-10188).
 func (r *Reconciler) listPage(ctx context.Context, competition, name string, page int) ([]string, int, error) {
 	req := map[string]any{"pagination": map[string]any{
 		"page_offset": page, "page_size": listPageSize,
@@ -273,20 +374,20 @@ func (r *Reconciler) listPage(ctx context.Context, competition, name string, pag
 			ApplicationID   string  `json:"application_id"`
 			ApplicationName *string `json:"application_name"`
 		} `json:"data"`
-		PaginationInfo *struct {
-			TotalPages int `json:"total_pages"`
-		} `json:"pagination_info"`
 	}
-	if err := json.Unmarshal(body, &got); err != nil || got.Data == nil || got.PaginationInfo == nil {
-		return nil, 0, fmt.Errorf("%w: the user's applications do not read as a list", ErrCannotTell)
+	if err := json.Unmarshal(body, &got); err != nil || got.Data == nil || len(*got.Data) > listPageSize {
+		return nil, 0, fmt.Errorf("%w: the user's applications do not read as a list of at most %d", ErrCannotTell, listPageSize)
 	}
 	var ids []string
 	for _, a := range *got.Data {
 		if a.ApplicationName != nil && *a.ApplicationName == name {
+			if a.ApplicationID == "" {
+				return nil, 0, fmt.Errorf("%w: an application named %q has no application_id", ErrCannotTell, name)
+			}
 			ids = append(ids, a.ApplicationID)
 		}
 	}
-	return ids, got.PaginationInfo.TotalPages, nil
+	return ids, len(*got.Data), nil
 }
 
 // ask sends one query to the API and reads its answer, which must be a

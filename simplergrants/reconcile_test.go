@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,13 +56,17 @@ func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // startAPI starts the fake API, with the gateway's throttle off unless
-// cfg sets one, and a client that carries the credentials.
+// cfg sets one, on a clock of its own (cfg.Sleep, if set, is kept), and a
+// client that carries the credentials.
 func startAPI(t *testing.T, cfg fakesimpler.Config) (*fakesimpler.API, *http.Client) {
 	t.Helper()
 	clk := &fakeClock{now: time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)}
 	cfg.APIKeys = []string{apiKey}
 	cfg.Users = map[string]string{userToken: userID}
-	cfg.Now, cfg.Sleep = clk.Now, clk.Sleep
+	cfg.Now = clk.Now
+	if cfg.Sleep == nil {
+		cfg.Sleep = clk.Sleep
+	}
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = -1
 	}
@@ -169,7 +174,10 @@ func TestReconcilerFindsASubmittedApplicationByItsRecord(t *testing.T) {
 func TestReconcilerAnswersNotSubmittedForAnApplicationInProgress(t *testing.T) {
 	a, client := startAPI(t, fakesimpler.Config{})
 	id := startDirect(t, a, client, "sub-1")
-	resp, err := simplergrants.NewReconciler(a.URL(), client).Reconcile(context.Background(), submitQuery(t, a, id))
+	// The attempt's connection dropped: the API is not still at it.
+	q := submitQuery(t, a, id)
+	q.Status, q.Err = 0, io.ErrUnexpectedEOF
+	resp, err := simplergrants.NewReconciler(a.URL(), client).Reconcile(context.Background(), q)
 	if resp != nil || err != nil {
 		t.Errorf("Reconcile = %v, %v; want not applied", resp, err)
 	}
@@ -236,6 +244,7 @@ func TestReconcilerCannotTell(t *testing.T) {
 		mismatch bool
 	}{
 		{"a start without a submission id", rec, startQuery(t, a, "", "sub-1"), false},
+		{"a start whose body is gone", rec, noBody, false},
 		{"a start named otherwise", rec, startQuery(t, a, "sub-1", "sub-2"), true},
 		{"a start without a user", simplergrants.NewReconciler(a.URL(), client), startQuery(t, a, "sub-1", "sub-1"), false},
 		{"two applications of the name", rec, startQuery(t, a, "twice", "twice"), false},
@@ -251,10 +260,6 @@ func TestReconcilerCannotTell(t *testing.T) {
 		if resp != nil || !errors.Is(err, simplergrants.ErrCannotTell) || errors.Is(err, simplergrants.ErrNameMismatch) != tc.mismatch {
 			t.Errorf("%s: Reconcile = %v, %v; want it to say it cannot tell", tc.name, resp, err)
 		}
-	}
-	// With the body gone, a start is asked by the submission id alone.
-	if resp, err := rec.Reconcile(context.Background(), noBody); resp != nil || err != nil {
-		t.Errorf("a start whose body is gone: Reconcile = %v, %v; want not applied", resp, err)
 	}
 }
 
@@ -318,4 +323,214 @@ func TestReconcilerTakesABaseURLWithATrailingSlash(t *testing.T) {
 		t.Fatalf("Reconcile = %v, %v; want the application's record", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// listServer answers POST /v1/users/{id}/applications as the API's
+// UserApplicationListResponseSchema publishes it (message, data,
+// status_code; no pagination_info), from the names pages gives page by
+// page.
+func listServer(t *testing.T, pages func(offset, size int) []string) *httptest.Server {
+	t.Helper()
+	var n int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Pagination struct {
+				PageOffset int `json:"page_offset"`
+				PageSize   int `json:"page_size"`
+			} `json:"pagination"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Pagination.PageOffset < 1 || req.Pagination.PageSize < 1 {
+			http.Error(w, "bad pagination", http.StatusUnprocessableEntity)
+			return
+		}
+		items := []map[string]any{}
+		for _, name := range pages(req.Pagination.PageOffset, req.Pagination.PageSize) {
+			n++
+			// "name#id" names the application's id; a bare name gets one.
+			name, id, ok := strings.Cut(name, "#")
+			if !ok {
+				id = "00000000-0000-4000-8000-" + strconv.Itoa(100000000000+n)
+			}
+			items = append(items, map[string]any{"application_id": id, "application_name": name, "application_status": "in_progress", "organization": nil})
+		}
+		b, _ := json.Marshal(map[string]any{"message": "Success", "data": items, "status_code": 200})
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func listQuery(t *testing.T, base string) grantretry.ReconcileQuery {
+	t.Helper()
+	body := `{"competition_id":"` + competition + `","application_name":"sub-1"}`
+	req := httptestRequest(t, http.MethodPost, base+"/alpha/applications/start")
+	req.Body = io.NopCloser(strings.NewReader(body))
+	return grantretry.ReconcileQuery{Request: req, SubmissionID: "sub-1", Attempt: 1, Err: io.ErrUnexpectedEOF}
+}
+
+// The list's answer carries no pagination_info: the Reconciler reads
+// pages until one comes back short.
+func TestReconcilerReadsTheListAsTheAPIPublishesIt(t *testing.T) {
+	const app = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+	for _, tc := range []struct {
+		name  string
+		pages func(offset, size int) []string
+		found bool
+	}{
+		{"one short page", func(offset, size int) []string {
+			if offset == 1 {
+				return []string{"other", "sub-1#" + app}
+			}
+			return nil
+		}, true},
+		{"on the second page", func(offset, size int) []string {
+			switch offset {
+			case 1:
+				return slicesRepeat("filler", size)
+			case 2:
+				return []string{"sub-1#" + app}
+			}
+			return nil
+		}, true},
+		{"after an exactly full page", func(offset, size int) []string {
+			if offset == 1 {
+				return slicesRepeat("filler", size)
+			}
+			return nil
+		}, false},
+	} {
+		srv := listServer(t, tc.pages)
+		rec := simplergrants.NewReconciler(srv.URL, srv.Client()).ForUser(userID)
+		resp, err := rec.Reconcile(context.Background(), listQuery(t, srv.URL))
+		if err != nil || (resp != nil) != tc.found {
+			t.Errorf("%s: Reconcile = %v, %v; want found %v", tc.name, resp, err, tc.found)
+			continue
+		}
+		if resp != nil {
+			if got := applicationID(t, resp); got != app {
+				t.Errorf("%s: the answer names %s, want %s", tc.name, got, app)
+			}
+			resp.Body.Close()
+		}
+	}
+}
+
+// A start landing while the Reconciler reads shifts the newest-first
+// list: the same application comes back on two pages, and is one
+// application, not two of the name.
+func TestReconcilerCountsAnApplicationSeenOnTwoPagesOnce(t *testing.T) {
+	const app = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+	srv := listServer(t, func(offset, size int) []string {
+		switch offset {
+		case 1:
+			return append(slicesRepeat("filler", size-1), "sub-1#"+app)
+		case 2:
+			return []string{"sub-1#" + app, "other"}
+		}
+		return nil
+	})
+	rec := simplergrants.NewReconciler(srv.URL, srv.Client()).ForUser(userID)
+	resp, err := rec.Reconcile(context.Background(), listQuery(t, srv.URL))
+	if err != nil || resp == nil {
+		t.Fatalf("Reconcile = %v, %v; want the application found once", resp, err)
+	}
+	defer resp.Body.Close()
+	if got := applicationID(t, resp); got != app {
+		t.Errorf("the answer names %s, want %s", got, app)
+	}
+}
+
+// A list longer than the Reconciler reads: it cannot tell.
+func TestReconcilerCannotTellPastTheLastPageItReads(t *testing.T) {
+	srv := listServer(t, func(offset, size int) []string { return slicesRepeat("filler", size) })
+	rec := simplergrants.NewReconciler(srv.URL, srv.Client()).ForUser(userID)
+	if resp, err := rec.Reconcile(context.Background(), listQuery(t, srv.URL)); resp != nil || !errors.Is(err, simplergrants.ErrCannotTell) {
+		t.Errorf("Reconcile = %v, %v; want cannot tell", resp, err)
+	}
+}
+
+func slicesRepeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// A start whose body cannot be read again: its application_name cannot
+// be checked against the submission id, so the Reconciler cannot tell.
+func TestReconcilerCannotTellAStartWhoseBodyIsGone(t *testing.T) {
+	a, client := startAPI(t, fakesimpler.Config{})
+	resp, err := client.Post(a.URL()+"/alpha/applications/start", "application/json",
+		strings.NewReader(`{"competition_id":"`+competition+`"}`)) // named by its opportunity number
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rec := simplergrants.NewReconciler(a.URL(), client).ForUser(userID)
+	for _, tc := range []struct {
+		name    string
+		getBody func() (io.ReadCloser, error)
+	}{
+		{"no GetBody", nil},
+		{"GetBody fails", func() (io.ReadCloser, error) { return nil, errors.New("gone") }},
+	} {
+		q := startQuery(t, a, "sub-1", "sub-1")
+		q.Request.Body, q.Request.GetBody, q.Request.ContentLength = nil, tc.getBody, 0
+		if got, err := rec.Reconcile(context.Background(), q); got != nil || !errors.Is(err, simplergrants.ErrCannotTell) {
+			t.Errorf("%s: Reconcile = %v, %v; want cannot tell", tc.name, got, err)
+		}
+	}
+}
+
+func TestNilReconcilerAnswersAnError(t *testing.T) {
+	var r *simplergrants.Reconciler
+	req := httptestRequest(t, http.MethodPost, "https://api.simpler.grants.gov/alpha/applications/start")
+	q := grantretry.ReconcileQuery{Request: req, SubmissionID: "x"}
+	for name, rec := range map[string]*simplergrants.Reconciler{"nil": r, "nil.ForUser": r.ForUser(userID)} {
+		resp, err := rec.Reconcile(context.Background(), q)
+		if resp != nil || err == nil || !strings.HasPrefix(err.Error(), "grantretry: ") || !errors.Is(err, simplergrants.ErrCannotTell) {
+			t.Errorf("%s: Reconcile = %v, %v; want a grantretry: error", name, resp, err)
+		}
+	}
+}
+
+func TestNewReconcilerErrorsCarryNoPassword(t *testing.T) {
+	for _, base := range []string{"https://user:s3cret@api.simpler.grants.gov/%zz", "ftp://user:s3cret@api.simpler.grants.gov", "//user:s3cret@api.simpler.grants.gov"} {
+		rec := simplergrants.NewReconciler(base, http.DefaultClient)
+		req := httptestRequest(t, http.MethodPost, "https://api.simpler.grants.gov/alpha/applications/start")
+		_, err := rec.Reconcile(context.Background(), grantretry.ReconcileQuery{Request: req, SubmissionID: "x"})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error %v; want one without the password", base, err)
+		}
+	}
+}
+
+// After the gateway's 504, the API may still be at the work: an
+// application not found yet is no evidence that it was not applied.
+func TestReconcilerCannotTellANotFoundAfterAGatewayTimeout(t *testing.T) {
+	a, client := startAPI(t, fakesimpler.Config{})
+	id := startDirect(t, a, client, "other")
+	rec := simplergrants.NewReconciler(a.URL(), client).ForUser(userID)
+	start := startQuery(t, a, "sub-1", "sub-1")
+	start.Err, start.Status = nil, http.StatusGatewayTimeout
+	timedOut := startQuery(t, a, "sub-1", "sub-1")
+	timedOut.Err = context.DeadlineExceeded
+	for name, q := range map[string]grantretry.ReconcileQuery{
+		"start answered 504":   start,
+		"submit answered 504":  submitQuery(t, a, id),
+		"start never answered": timedOut,
+	} {
+		if resp, err := rec.Reconcile(context.Background(), q); resp != nil || !errors.Is(err, simplergrants.ErrCannotTell) {
+			t.Errorf("%s, not found: Reconcile = %v, %v; want cannot tell", name, resp, err)
+		}
+	}
+	// Found, it is found.
+	submitDirect(t, a, client, id)
+	if resp, err := rec.Reconcile(context.Background(), submitQuery(t, a, id)); resp == nil || err != nil {
+		t.Errorf("submit answered 504, found submitted: Reconcile = %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }

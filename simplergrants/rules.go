@@ -2,6 +2,7 @@ package simplergrants
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 )
 
@@ -19,8 +20,10 @@ const (
 // published to give. A response matches when its status is status (0:
 // any of 400 or more) and, as given: its header carries value, the error
 // type is one of its body's errors[].type, its message starts with
-// message (is message, for the gateway's), and its body is the gateway's own (a JSON object with a
-// message and no status_code) or the application's (with a status_code).
+// message (is message, for the gateway's), its body is the gateway's own
+// (a JSON object with a message and no status_code) or the application's
+// (with a status_code), and, for a submit-only rule, the request it
+// answers (resp.Request, when there is one) is a submit.
 type rule struct {
 	name    string // the reason reported
 	status  int    // 0: any 4xx or 5xx
@@ -29,6 +32,7 @@ type rule struct {
 	errType string // an errors[].type of the application's error JSON
 	message string // the start of the body's message
 	gateway bool   // the body is the gateway's {"message": ...}, not the application's
+	submit  bool   // the answer is to POST .../applications/{id}/submit, when resp.Request says
 	kind    verdictKind
 	source  string // where the answer is published, file and line
 }
@@ -47,11 +51,11 @@ const srcAWS = "docs.aws.amazon.com/apigateway/latest/developerguide/supported-g
 // never written after initialisation.
 var rules = []rule{
 	{
-		name: "aws:LimitExceededException", header: "X-Amzn-Errortype", value: "LimitExceededException", kind: kindOwed,
+		name: "aws:LimitExceededException", status: http.StatusTooManyRequests, header: "X-Amzn-Errortype", value: "LimitExceededException", kind: kindOwed,
 		source: srcAPI + "infra/modules/service/api_gateway.tf:680-683 (quota_settings: 250000 per MONTH); " + srcAWS + " (QUOTA_EXCEEDED, 429 {\"message\":\"Limit Exceeded\"}, no Retry-After)",
 	},
 	{
-		name: "aws:TooManyRequestsException", header: "X-Amzn-Errortype", value: "TooManyRequestsException", kind: kindTransient,
+		name: "aws:TooManyRequestsException", status: http.StatusTooManyRequests, header: "X-Amzn-Errortype", value: "TooManyRequestsException", kind: kindTransient,
 		source: srcAPI + "infra/modules/service/api_gateway.tf:674-677 (throttle_settings: rate_limit 10, burst_limit 15); " + srcAWS + " (THROTTLED, 429 {\"message\":\"Too Many Requests\"})",
 	},
 	{
@@ -67,8 +71,8 @@ var rules = []rule{
 		source: srcAPI + "api/tests/src/api/test_maintenance_mode_handler.py:21-32 (503, Retry-After, the body); api/src/app.py:107-110 (before authentication)",
 	},
 	{
-		name: "simplergrants:already_submitted", status: http.StatusForbidden, errType: "not_in_progress", message: "Cannot submit application.", kind: kindApplied,
-		source: srcAPI + "api/src/services/applications/application_validation.py:352-378 (validate_application_in_progress: 403, \"Cannot submit application. It is currently in status: ...\"), run first by api/src/services/applications/submit_application.py:45",
+		name: "simplergrants:already_submitted", status: http.StatusForbidden, errType: "not_in_progress", message: "Cannot submit application.", submit: true, kind: kindApplied,
+		source: srcAPI + "api/src/services/applications/application_validation.py:352-378 (validate_application_in_progress: 403, \"Cannot submit application. It is currently in status: ...\"), run first by api/src/services/applications/submit_application.py:45, the service of POST /alpha/applications/{application_id}/submit (api/src/api/application_alpha/application_route.py:309)",
 	},
 	{
 		name: "simplergrants:not_in_progress", status: http.StatusForbidden, errType: "not_in_progress", kind: kindTerminal,
@@ -95,6 +99,9 @@ func (r *rule) matches(resp *http.Response, a answer) bool {
 			return false
 		}
 	}
+	if r.submit && resp.Request != nil && !isSubmit(resp.Request) {
+		return false
+	}
 	if r.errType == "" && r.message == "" {
 		return true
 	}
@@ -108,4 +115,12 @@ func (r *rule) matches(resp *http.Response, a answer) bool {
 		return a.Message == r.message
 	}
 	return strings.HasPrefix(a.Message, r.message)
+}
+
+// reSubmitPath is a submit's path, under any base path.
+var reSubmitPath = regexp.MustCompile(`/alpha/applications/` + reUUID + `/submit$`)
+
+// isSubmit reports whether req is POST .../applications/{id}/submit.
+func isSubmit(req *http.Request) bool {
+	return req.Method == http.MethodPost && req.URL != nil && reSubmitPath.MatchString(req.URL.Path)
 }

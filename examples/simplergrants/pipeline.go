@@ -256,8 +256,11 @@ func (d *demo) apply(ctx context.Context, app string, f fault) error {
 	case dropSubmit:
 		d.api.DropNext(1)
 	case slowSubmit:
-		d.api.SetWork(time.Minute)
-		d.hook.set(func() { d.api.SetWork(0) })
+		// Past the gateway's 29 s: it answers 504, and the API submits
+		// the application just after. The pipeline's question comes
+		// once the API is done.
+		d.api.SetWork(fakesimpler.DefaultIntegrationTimeout)
+		d.hook.set(func() { d.api.Wait(); d.api.SetWork(0) })
 	case quotaSpent:
 		d.api.SpendQuota(apiKey)
 	}

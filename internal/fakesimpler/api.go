@@ -88,8 +88,9 @@ type Ledger struct {
 // API is a fake of api.simpler.grants.gov behind its gateway, listening
 // on 127.0.0.1. It is safe for concurrent use.
 type API struct {
-	srv *httptest.Server
-	cfg Config
+	srv  *httptest.Server
+	cfg  Config
+	busy sync.WaitGroup // the requests the API is at
 
 	mu           sync.Mutex // guards everything below
 	competitions map[string]Competition
@@ -162,8 +163,17 @@ func (a *API) URL() string { return a.srv.URL }
 // Client is an http.Client for the API.
 func (a *API) Client() *http.Client { return a.srv.Client() }
 
-// Close shuts the API down.
-func (a *API) Close() { a.srv.Close() }
+// Close shuts the API down, once it has finished every request it was
+// given (see [API.Wait]).
+func (a *API) Close() {
+	a.srv.Close()
+	a.busy.Wait()
+}
+
+// Wait returns once the API has finished every request it was given so
+// far, those the gateway answered 504 and those whose client went away
+// included: then the ledger holds what they did.
+func (a *API) Wait() { a.busy.Wait() }
 
 // AddCompetition makes c known to the API.
 func (a *API) AddCompetition(c Competition) {
@@ -183,9 +193,11 @@ func (a *API) SetMaintenance(retryAfter time.Duration) {
 	a.maintenance = retryAfter
 }
 
-// SetWork makes the API take d over each request it serves. At or past
-// the integration timeout, the gateway answers 504 and the API carries
-// the request out all the same.
+// SetWork makes the API take d over each request it serves, whether or
+// not the client waits for the answer. At or past the integration
+// timeout, the gateway answers 504 at the timeout, and the API carries
+// the request out d after it began, after the 504 went out ([API.Wait]
+// waits for it).
 func (a *API) SetWork(d time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -255,19 +255,10 @@ func (a *API) list(user, userID string, body []byte) *answer {
 			"organization": nil, "competition": map[string]any{"competition_id": app.CompetitionID},
 		})
 	}
-	dir := "descending"
-	if ascending {
-		dir = "ascending"
-	}
-	b, _ := json.Marshal(map[string]any{
-		"message": "Success", "data": items, "status_code": http.StatusOK,
-		"pagination_info": map[string]any{
-			"page_offset": p.PageOffset, "page_size": p.PageSize, "total_records": total,
-			"total_pages": (total + p.PageSize - 1) / p.PageSize,
-			"sort_order":  []any{map[string]any{"order_by": "created_at", "sort_direction": dir}},
-		},
-	})
-	return jsonAnswer(http.StatusOK, string(b))
+	// The route hands the service's pagination info to a response schema
+	// without it (UserApplicationListResponseSchema: message, data,
+	// status_code), which leaves it out of the answer.
+	return success(items)
 }
 
 func (req *listRequest) matches(app *Application) bool {

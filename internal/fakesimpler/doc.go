@@ -32,8 +32,12 @@
 //   - The integration timeout of 29000 ms (api_gateway.tf:338): an API
 //     that takes that long gets 504 {"message": "Endpoint request timed
 //     out"} (AWS, INTEGRATION_TIMEOUT) while the API carries the request
-//     out all the same. The fake carries it out before the 504 goes out,
-//     so that a test can count on it.
+//     out all the same. The fake answers the 504 at the timeout and
+//     carries the request out when its work is done, after the 504 went
+//     out; [API.Wait] returns once it has.
+//   - A request the gateway passed on is the API's: it carries it out
+//     whether or not the client still waits for the answer, as an API
+//     Gateway integration does; no source says the API calls it off.
 //
 // The API (app.go):
 //
@@ -46,7 +50,7 @@
 //     (api_jwt_auth.py:73, api/src/auth/internal_jwt_auth.py:124). The
 //     fake gives a missing token the same answer; the source of a missing
 //     header's text is the framework's, not the reference's.
-//   - Errors are ErrorResponseSchema (OpenAPI:5165-5208): data, errors[]
+//   - Errors are ErrorResponseSchema (OpenAPI:5184-5208): data, errors[]
 //     (type, message, field, value), internal_request_id, message,
 //     status_code. Successes are {"message": "Success", "data": ...,
 //     "status_code": 200}; a submit's data is null (the route returns
@@ -63,7 +67,7 @@
 //     (create_application.py:165-166). Every call that passes creates a new
 //     application in_progress (create_application.py:169-174): there is no
 //     idempotency key. It answers data.application_id
-//     (ApplicationStartResponseSchema, OpenAPI:6827-6849).
+//     (ApplicationStartResponseSchema, OpenAPI:6835-6849).
 //   - POST /alpha/applications/{application_id}/submit (OpenAPI:2324-2350),
 //     its checks in the order api/src/services/applications/submit_application.py:31-47
 //     runs them: the application (404 "Application with ID ... not found",
@@ -90,7 +94,13 @@
 //     sorted by created_at, descending unless asked otherwise; filters on
 //     application_status and competition_id (OpenAPI:10189-10258), none on
 //     the name. Items are UserApplicationListItemSchema (OpenAPI:10136-10170),
-//     with pagination_info.
+//     and the answer is UserApplicationListResponseSchema (OpenAPI:10171-10188):
+//     message, data and status_code, no pagination_info. The route hands
+//     the service's pagination info to ApiResponse
+//     (api/src/api/users/user_routes.py:349), and the response schema,
+//     without PaginationMixinSchema (api/src/api/users/user_schemas.py:430),
+//     leaves it out: a client knows it read the last page when one comes
+//     back short.
 //   - accepted follows submitted by the API's own processing, which the
 //     reference does not show: [API.Accept] does it.
 //
@@ -98,7 +108,8 @@
 //
 // [API.DropNext] and [API.DropEvery] close the connection unanswered
 // after the API carried a request out; [API.SetWork] makes the API slow,
-// past the integration timeout if asked; [API.SetMaintenance] puts it into
+// past the integration timeout if asked, the work then finishing after
+// the 504 ([API.Wait] waits for it); [API.SetMaintenance] puts it into
 // maintenance; [API.SpendQuota] spends a key's quota for the month. [API.Ledger] says how many applications were started and
 // how many submits each took, and what the gateway refused.
 //

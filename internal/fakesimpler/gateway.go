@@ -2,6 +2,7 @@ package fakesimpler
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -33,34 +34,49 @@ func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, g)
 		return
 	}
+	// From here the API has the request, and carries it out whether or
+	// not anyone waits for the answer: the gateway's integration does not
+	// call the API off when the client goes away, nor after its own
+	// timeout.
+	a.busy.Add(1)
+	backend := r.Clone(context.WithoutCancel(r.Context()))
 	a.mu.Lock()
 	work := a.work
 	a.mu.Unlock()
 	timeout := a.cfg.IntegrationTimeout
-	wait := min(work, timeout)
-	if wait > 0 {
-		if a.cfg.Sleep(r.Context(), wait) != nil {
-			return // the client gave up; what it asked for is not carried out
-		}
-	}
-	ans := a.serveAPI(r, body)
-	a.mu.Lock()
-	timedOut := work >= timeout
-	drop := false
-	if timedOut {
+	if work >= timeout {
+		// The gateway waits out its timeout and answers 504; the API
+		// finishes the work after that answer went out.
+		_ = a.cfg.Sleep(backend.Context(), timeout)
+		a.mu.Lock()
 		a.ledger.TimedOut++
-	} else if ans.applied {
-		drop = a.dropThis()
-	}
-	a.mu.Unlock()
-	switch {
-	case timedOut:
+		a.mu.Unlock()
 		writeAnswer(w, gatewayAnswer(http.StatusGatewayTimeout, "", `{"message": "Endpoint request timed out"}`))
-	case drop:
-		hangUp(w)
-	default:
-		writeAnswer(w, ans)
+		go func() {
+			defer a.busy.Done()
+			if rest := work - timeout; rest > 0 {
+				_ = a.cfg.Sleep(backend.Context(), rest)
+			}
+			a.serveAPI(backend, body)
+		}()
+		return
 	}
+	defer a.busy.Done()
+	if work > 0 {
+		_ = a.cfg.Sleep(backend.Context(), work)
+	}
+	ans := a.serveAPI(backend, body)
+	drop := false
+	if ans.applied {
+		a.mu.Lock()
+		drop = a.dropThis()
+		a.mu.Unlock()
+	}
+	if drop {
+		hangUp(w)
+		return
+	}
+	writeAnswer(w, ans) // to a client that went away, it goes nowhere
 }
 
 // gate is the gateway's own answer to r, nil when it passes r to the API.
