@@ -56,6 +56,15 @@ type Outcome struct {
 	// WithReconciler for which attempts are).
 	Reconciles int
 	Ambiguous  bool
+	// Late says the call ended owed (DeadLetter or CircuitOpen: the work is
+	// still owed) under a closing time ([WithClosingTime]) that it missed:
+	// its NotBefore is after the closing time, or it ended, on the
+	// Transport's [Clock] (its budget spent), after the closing time. A call
+	// that ends Succeeded, FailedTerminal or Canceled is never late, nor
+	// is one made without a closing time. The call's dead letter keeps it
+	// ([Letter].Late), and is not redelivered without an explicit choice
+	// (deadletter.SendLate).
+	Late bool
 	// DeadLetterID is the ID of the Letter kept for this call (see
 	// WithDeadLetter), "" if none was kept. A letter a sink kept only in
 	// its fallback has its ID here too, and RecordErr says where it is.
@@ -77,15 +86,6 @@ type Outcome struct {
 	// reason. The call's dead letter keeps it (Letter.NotBefore), and is
 	// not redelivered before it.
 	NotBefore time.Time
-	// Late says the call ended owed (DeadLetter or CircuitOpen: the work is
-	// still owed) under a closing time ([WithClosingTime]) that it missed:
-	// its NotBefore is after the closing time, or it ended, on the
-	// Transport's [Clock] (its budget spent), after the closing time. A call
-	// that ends Succeeded, FailedTerminal or Canceled is never late, nor
-	// is one made without a closing time. The call's dead letter keeps it
-	// ([Letter].Late), and is not redelivered without an explicit choice
-	// (deadletter.SendLate).
-	Late bool
 }
 
 // Sentinel errors, for errors.Is.
