@@ -173,6 +173,9 @@ func TestProfileQuotaAndMaintenanceAreOwed(t *testing.T) {
 		t.Errorf("in maintenance: %+v", o)
 	}
 	a.SetMaintenance(0)
+	// The Transport holds the host until the maintenance's end: the quota's
+	// answer is a fresh Transport's, as another pipeline run would meet it.
+	pc = profileClient(t, a, client, fixedClock{now})
 	o, _ = outcomeOf(t, pc, startRequest(t, grantretry.WithSubmissionID(context.Background(), "sub-2"), a.URL(), "sub-2"))
 	if o.StopReason != grantretry.StopOwedLater || o.Attempts != 1 || o.Reason != "owed:429;aws:LimitExceededException" {
 		t.Errorf("over the quota: %+v", o)
