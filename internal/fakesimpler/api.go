@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	_ "time/tzdata" // US Eastern time, on a machine without a zone database
 )
 
 // The gateway's settings as api_gateway.tf gives them for the public
@@ -49,10 +50,29 @@ type Config struct {
 type Competition struct {
 	ID                string // a UUID
 	OpportunityNumber string // the default application_name
-	// Closes is the end of its closing date plus its grace period: a
-	// start or a submit at or after it is refused competition_not_open.
-	// Zero: it never closes.
+	// ClosingDate is the last day it takes applications, as the API
+	// gives it (closing_date, "2006-01-02"), and GracePeriod the days it
+	// goes on taking them after that day: a start or a submit on a later
+	// day in US Eastern time is refused competition_not_open. "": no
+	// closing date (the API answers closing_date null).
+	ClosingDate string
+	GracePeriod int
+	// Closes closes it at an instant, for a test that wants one: a start
+	// or a submit at or after it is refused competition_not_open. Zero:
+	// only ClosingDate closes it.
 	Closes time.Time
+}
+
+// eastern is US Eastern time, in which the API reads a competition's
+// dates (get_now_us_eastern_date, competition_models.py:113).
+var eastern = mustLoad("America/New_York")
+
+func mustLoad(name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic(fmt.Sprintf("fakesimpler: %v", err))
+	}
+	return loc
 }
 
 // Application is an application as the fake holds it.

@@ -17,6 +17,7 @@ var (
 	reApplication = regexp.MustCompile(`^/alpha/applications/(` + reUUID + `)$`)
 	reSubmit      = regexp.MustCompile(`^/alpha/applications/(` + reUUID + `)/submit$`)
 	reUserApps    = regexp.MustCompile(`^/v1/users/(` + reUUID + `)/applications$`)
+	reCompetition = regexp.MustCompile(`^/alpha/competitions/(` + reUUID + `)$`)
 	reOnlyUUID    = regexp.MustCompile(`^` + reUUID + `$`)
 )
 
@@ -43,6 +44,10 @@ func (a *API) serveAPI(r *http.Request, body []byte) *answer {
 		route, id = "get", reApplication.FindStringSubmatch(p)[1]
 	case reUserApps.MatchString(p) && r.Method == http.MethodPost:
 		route, id = "list", reUserApps.FindStringSubmatch(p)[1]
+	case reCompetition.MatchString(p) && r.Method == http.MethodGet:
+		// A user's API key or session will do (jwt_or_api_user_key_multi_auth,
+		// competition_route.py:22), and the gateway has checked the key.
+		return a.competition(strings.ToLower(reCompetition.FindStringSubmatch(p)[1]))
 	default:
 		return errorAnswer(http.StatusNotFound, "Not Found")
 	}
@@ -127,8 +132,46 @@ func (a *API) start(user string, body []byte) *answer {
 	return ans
 }
 
+// closed reports whether c is closed at now: by has_open_date
+// (api/src/db/models/competition_models.py:104-136), once the date in US
+// Eastern time is past its closing date plus its grace period in days,
+// or at Closes.
 func closed(c Competition, now time.Time) bool {
+	if c.ClosingDate != "" {
+		last, err := time.Parse(time.DateOnly, c.ClosingDate)
+		if err == nil {
+			last = last.AddDate(0, 0, max(c.GracePeriod, 0))
+			if now.In(eastern).Format(time.DateOnly) > last.Format(time.DateOnly) {
+				return true
+			}
+		}
+	}
 	return !c.Closes.IsZero() && !now.Before(c.Closes)
+}
+
+// competition answers GET /alpha/competitions/{competition_id}
+// (OpenAPI:1882-1914): CompetitionAlphaSchema (OpenAPI:7293-7375) of
+// what the fake knows, 404 "Could not find Competition with ID ..."
+// (api/src/services/competition_alpha/get_competition.py:32) for one it
+// does not. grace_period is not in the schema.
+func (a *API) competition(id string) *answer {
+	now := a.cfg.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.competitions[id]
+	if !ok {
+		return errorAnswer(http.StatusNotFound, "Could not find Competition with ID "+id)
+	}
+	var closing any
+	if c.ClosingDate != "" {
+		closing = c.ClosingDate
+	}
+	return success(map[string]any{
+		"competition_id": c.ID, "competition_title": nil, "opening_date": nil, "closing_date": closing,
+		"competition_forms": []any{}, "competition_instructions": []any{}, "contact_info": nil,
+		"opportunity_assistance_listing": nil, "open_to_applicants": []any{},
+		"is_open": !closed(c, now), "is_simpler_grants_enabled": true,
+	})
 }
 
 func notOpen(action string) *answer {

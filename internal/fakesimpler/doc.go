@@ -101,6 +101,17 @@
 //     without PaginationMixinSchema (api/src/api/users/user_schemas.py:430),
 //     leaves it out: a client knows it read the last page when one comes
 //     back short.
+//   - GET /alpha/competitions/{competition_id} (OpenAPI:1882-1914), which
+//     a user's API key alone may read (jwt_or_api_user_key_multi_auth,
+//     api/src/api/competition_alpha/competition_route.py:22): of
+//     CompetitionAlphaSchema (OpenAPI:7293-7375), competition_id,
+//     closing_date ([Competition].ClosingDate, null if none), is_open,
+//     and the rest empty or null; an unknown competition is 404 "Could
+//     not find Competition with ID ..." (api/src/services/competition_alpha/get_competition.py:32).
+//     A competition is open until the date in US Eastern time is past its
+//     closing date plus its grace period in days (has_open_date,
+//     api/src/db/models/competition_models.py:104-136); the schema does
+//     not carry the grace period.
 //   - accepted follows submitted by the API's own processing, which the
 //     reference does not show: [API.Accept] does it.
 //

@@ -534,3 +534,54 @@ func TestAPIFinishesTheWorkOfAClientThatLeft(t *testing.T) {
 		t.Errorf("ledger %+v; want the application started", l)
 	}
 }
+
+// A competition's record gives its closing date and whether it is open;
+// the API key alone reads it. It takes applications to the end of its
+// closing date plus the grace period, a day in US Eastern time.
+func TestCompetitionClosesAtTheEndOfItsDatePlusGraceInUSEastern(t *testing.T) {
+	a, clk := newTestAPI(t, Config{})
+	const comp = "33333333-4444-4555-8666-777777777777"
+	// 2026-12-04T18:00Z is 13:00 in New York: the closing day, then one
+	// day of grace.
+	a.AddCompetition(Competition{ID: comp, OpportunityNumber: "HHS-2026-ACF-0003", ClosingDate: "2026-12-04", GracePeriod: 1})
+	read := func() reply {
+		t.Helper()
+		r := mustCall(t, a, http.MethodGet, "/alpha/competitions/"+comp, "", "")
+		if r.status != 200 {
+			t.Fatalf("competition: %d %s", r.status, r.raw)
+		}
+		return r
+	}
+	startIn := func() reply {
+		t.Helper()
+		return mustCall(t, a, http.MethodPost, "/alpha/applications/start", testToken, `{"competition_id": "`+comp+`"}`)
+	}
+	r := read()
+	data, _ := r.body["data"].(map[string]any)
+	if data["closing_date"] != "2026-12-04" || data["is_open"] != true || data["competition_id"] != comp {
+		t.Errorf("competition: %s", r.raw)
+	}
+	if _, ok := data["grace_period"]; ok {
+		t.Errorf("the schema carries no grace_period: %s", r.raw)
+	}
+	// 2026-12-06T04:59:59Z is 23:59:59 on the 5th in New York: the grace
+	// day's last second.
+	clk.Advance(time.Date(2026, 12, 6, 4, 59, 59, 0, time.UTC).Sub(clk.Now()))
+	if r := startIn(); r.status != 200 {
+		t.Fatalf("start on the grace day: %d %s", r.status, r.raw)
+	}
+	clk.Advance(time.Second)
+	if r := startIn(); r.status != 422 || errorType(r) != "competition_not_open" {
+		t.Errorf("start after the grace day: %d %s", r.status, r.raw)
+	}
+	if r := read(); r.body["data"].(map[string]any)["is_open"] != false {
+		t.Errorf("after the grace day: %s", r.raw)
+	}
+	if r := mustCall(t, a, http.MethodGet, "/alpha/competitions/00000000-0000-4000-8000-000000000000", "", ""); r.status != 404 ||
+		!strings.HasPrefix(r.body["message"].(string), "Could not find Competition with ID ") {
+		t.Errorf("unknown competition: %d %s", r.status, r.raw)
+	}
+	if r := mustCall(t, a, http.MethodGet, "/alpha/competitions/"+compOpen, "", ""); r.body["data"].(map[string]any)["closing_date"] != nil {
+		t.Errorf("a competition without a closing date: %s", r.raw)
+	}
+}
