@@ -1,4 +1,18 @@
-package main
+// Package pipeline is the Simpler Grants.gov demo's pipeline: seven
+// applications, each started and then submitted through
+// simplergrants.Profile against a fake of the API and its AWS gateway
+// (internal/fakesimpler), while the API drops a connection after carrying
+// a request out, its gateway gives up at 29 s while the API goes on,
+// another process spends the gateway's burst, the API goes into
+// maintenance and the month's quota runs out. "go run
+// ./examples/simplergrants" prints what [Run] returns, and the Grants.gov
+// demo ("go run ./examples/grantsgov") runs it as its third funder.
+//
+// Everything runs in process against 127.0.0.1. Time is simulated: the
+// API, its gateway and the Transport share one clock, which moves only
+// when one of them waits, so the 29 s timeout, the backoffs and the
+// month's end take no time at all.
+package pipeline
 
 import (
 	"context"
@@ -28,11 +42,12 @@ const (
 	competition = "11111111-2222-4333-8444-555555555555"
 )
 
-// fault is what befalls one application's start or submit.
-type fault int
+// Fault is what befalls one application's start or submit.
+type Fault int
 
+// The faults, one an application.
 const (
-	none           fault = iota
+	none           Fault = iota
 	dropStart            // the API creates the application, then the connection drops
 	dropSubmit           // the API submits it, then the connection drops
 	slowSubmit           // the API takes a minute: the gateway answers 504 at 29 s, the API submits all the same
@@ -41,6 +56,14 @@ const (
 	quotaSpent           // the month's quota runs out before the submit
 	numberOfFaults       // the count of faults above
 )
+
+// String says what befalls the application.
+func (f Fault) String() string {
+	if f < 0 || f >= numberOfFaults {
+		return "Fault(" + strconv.Itoa(int(f)) + ")"
+	}
+	return faultText[f]
+}
 
 var faultText = [numberOfFaults]string{
 	none:        "nothing goes wrong",
@@ -52,19 +75,32 @@ var faultText = [numberOfFaults]string{
 	quotaSpent:  "the month's quota of the API key runs out just before the submit",
 }
 
-// applications are the pipeline's, each under its submission id, which it
-// also gives the application as its application_name.
-var applications = []struct {
-	id    string
-	fault fault
-}{
-	{"sub-0001", none},
-	{"sub-0002", dropStart},
-	{"sub-0003", dropSubmit},
-	{"sub-0004", slowSubmit},
-	{"sub-0005", burstSpent},
-	{"sub-0006", maintenance},
-	{"sub-0007", quotaSpent},
+// Application is one of the pipeline's applications: its submission id,
+// which the pipeline also gives it as its application_name, and what
+// befalls it.
+type Application struct {
+	ID    string
+	Fault Fault
+}
+
+// faults are the applications' faults, in the order they are sent.
+var faults = []Fault{none, dropStart, dropSubmit, slowSubmit, burstSpent, maintenance, quotaSpent}
+
+// Applications are the pipeline's applications, in the order it sends
+// them, under the submission ids ids gives (nil: sub-0001 to sub-0007).
+func Applications(ids []string) ([]Application, error) {
+	if ids != nil && len(ids) != len(faults) {
+		return nil, fmt.Errorf("%d submission ids for %d applications", len(ids), len(faults))
+	}
+	apps := make([]Application, len(faults))
+	for i, f := range faults {
+		id := fmt.Sprintf("sub-%04d", i+1)
+		if ids != nil {
+			id = ids[i]
+		}
+		apps[i] = Application{ID: id, Fault: f}
+	}
+	return apps, nil
 }
 
 // clock is the simulated time the API, its gateway and the Transport
@@ -135,11 +171,12 @@ func (a *afterEach) set(then func()) {
 	a.then = then
 }
 
-// call is one start or submit as the pipeline saw it.
-type call struct {
-	app, what string
-	outcome   grantretry.Outcome
-	again     bool // sent again, as a new call, once the API said when
+// Call is one start or submit as the pipeline saw it.
+type Call struct {
+	Application string             // its submission id
+	What        string             // "start" or "submit"
+	Outcome     grantretry.Outcome // how the call ended
+	Again       bool               // sent again, as a new call, once the API said when
 }
 
 // demo is one run.
@@ -149,10 +186,10 @@ type demo struct {
 	client *http.Client // the pipeline's, through grantretry
 	direct *http.Client // another process's, with the credentials and no grantretry
 	hook   *afterEach
-	calls  []call
+	calls  []Call
 }
 
-func newDemo() (*demo, error) {
+func newDemo(extra []grantretry.Option) (*demo, error) {
 	clk := &clock{now: time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)}
 	api := fakesimpler.New(fakesimpler.Config{
 		APIKeys: []string{apiKey}, Users: map[string]string{userToken: userID},
@@ -167,8 +204,8 @@ func newDemo() (*demo, error) {
 	direct := &http.Client{Transport: credentials{api.Client().Transport}}
 	rec := simplergrants.NewReconciler(api.URL(), direct).ForUser(userID)
 	hook := &afterEach{next: credentials{api.Client().Transport}}
-	tr := grantretry.New(hook, simplergrants.Profile(u.Host, rec),
-		grantretry.WithClock(clk), grantretry.WithRandSource(rand.NewPCG(1, 2)))
+	opts := append([]grantretry.Option{simplergrants.Profile(u.Host, rec)}, extra...)
+	tr := grantretry.New(hook, append(opts, grantretry.WithClock(clk), grantretry.WithRandSource(rand.NewPCG(1, 2)))...)
 	if err := tr.Err(); err != nil {
 		api.Close()
 		return nil, err
@@ -208,7 +245,7 @@ func (d *demo) sendOwed(ctx context.Context, app, what, sub, method, path, body 
 		if err != nil {
 			return nil, err
 		}
-		d.calls = append(d.calls, call{app: app, what: what, outcome: o, again: again})
+		d.calls = append(d.calls, Call{Application: app, What: what, Outcome: o, Again: again})
 		if o.StopReason != grantretry.StopOwedLater {
 			return raw, nil
 		}
@@ -224,7 +261,7 @@ func (d *demo) sendOwed(ctx context.Context, app, what, sub, method, path, body 
 	return nil, fmt.Errorf("%s %s: still owed after three tries", app, what)
 }
 
-func (d *demo) apply(ctx context.Context, app string, f fault) error {
+func (d *demo) apply(ctx context.Context, app string, f Fault) error {
 	switch f {
 	case dropStart:
 		d.api.DropNext(1)
@@ -268,87 +305,118 @@ func (d *demo) apply(ctx context.Context, app string, f fault) error {
 	return err
 }
 
-// run runs the demo and writes what a person reads to w. It fails when the
-// API started or submitted an application twice, or a call was reported
-// failed that the API received.
-func run(w io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := newDemo()
+// Options change a run.
+type Options struct {
+	// IDs are the applications' submission ids, one for each; nil:
+	// sub-0001 to sub-0007.
+	IDs []string
+	// Extra options go to the pipeline's Transport after the profile (a
+	// logger, a meter provider). The simulated clock comes after them.
+	Extra []grantretry.Option
+}
+
+// Result is what a run did: what the pipeline saw, and what the API
+// recorded.
+type Result struct {
+	Applications []Application
+	Calls        []Call
+	Began, Ended time.Time                 // on the simulated clock
+	Ledger       fakesimpler.Ledger        // the API's own
+	Recorded     []fakesimpler.Application // every application the API holds, oldest first
+}
+
+// Run runs the pipeline against a fake API of its own, and returns what
+// happened once the API has finished every request it was given. Only a
+// run that could not be carried out is an error; [Result.Problems] says
+// whether the ledger agrees with the pipeline.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	apps, err := Applications(o.IDs)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	d, err := newDemo(o.Extra)
+	if err != nil {
+		return nil, err
 	}
 	defer d.api.Close()
-	fmt.Fprintf(w, "The Simpler Grants.gov demo: %d applications, each started and submitted through\n"+
-		"simplergrants.Profile, against a fake of the API and its AWS gateway on 127.0.0.1.\n"+
-		"Time is simulated; it starts at %s.\n\n", len(applications), d.clk.Now().Format(time.RFC3339))
-	for _, a := range applications {
-		fmt.Fprintf(w, "%s: %s\n", a.id, faultText[a.fault])
-		if err := d.apply(ctx, a.id, a.fault); err != nil {
-			return err
+	// ctx's deadline is real time, which a Transport counts on its own
+	// clock, the simulated one, where a 504 alone takes 29 s: the calls
+	// get ctx's cancellation, its deadline's end included, and not the
+	// deadline itself.
+	calls, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	defer context.AfterFunc(ctx, stop)()
+	r := &Result{Applications: apps, Began: d.clk.Now()}
+	for _, a := range apps {
+		if err := d.apply(calls, a.ID, a.Fault); err != nil {
+			return nil, err
 		}
 	}
-	fmt.Fprintln(w, "\n== each call: what happened, and why ==")
-	printCalls(w, d.calls)
-	fmt.Fprintf(w, "\n== what the API recorded (its own ledger), at %s ==\n", d.clk.Now().Format(time.RFC3339))
-	return report(w, d.api, d.calls)
+	d.api.Wait()
+	r.Calls, r.Ended = d.calls, d.clk.Now()
+	r.Ledger, r.Recorded = d.api.Ledger(), d.api.Applications()
+	return r, nil
 }
 
-func printCalls(w io.Writer, calls []call) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "application\tcall\tdisposition\tstop reason\tattempts\tlast verdict\towed until")
-	for _, c := range calls {
-		what := c.what
-		if c.again {
-			what += " (again)"
-		}
-		until := ""
-		if c.outcome.StopReason == grantretry.StopOwedLater {
-			until = "not said"
-			if !c.outcome.NotBefore.IsZero() {
-				until = c.outcome.NotBefore.Format(time.RFC3339)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.app, what, c.outcome.Disposition, c.outcome.StopReason, c.outcome.Attempts, c.outcome.Reason, until)
-	}
-	tw.Flush()
+// Record is what the API holds of one application_name.
+type Record struct {
+	Name         string
+	Applications int    // applications of that name
+	Status       string // the first one's, "-" if none
+	Submits      int    // submits the API applied to it
 }
 
-// report prints the ledger and checks it against what the pipeline was
-// told.
-func report(w io.Writer, api *fakesimpler.API, calls []call) error {
-	l := api.Ledger()
+// Records are the API's records of each application, in the order the
+// pipeline sent them.
+func (r *Result) Records() []Record {
 	byName := map[string][]fakesimpler.Application{}
-	for _, a := range api.Applications() {
+	for _, a := range r.Recorded {
 		byName[a.Name] = append(byName[a.Name], a)
 	}
-	var problems []string
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "application_name\tapplications\tstatus\tsubmits applied")
-	for _, a := range applications {
-		apps := byName[a.id]
-		status, submits := "-", 0
-		if len(apps) > 0 {
-			status, submits = apps[0].Status, l.Submitted[apps[0].ID]
+	out := make([]Record, 0, len(r.Applications))
+	for _, a := range r.Applications {
+		rec := Record{Name: a.ID, Applications: len(byName[a.ID]), Status: "-"}
+		if apps := byName[a.ID]; len(apps) > 0 {
+			rec.Status, rec.Submits = apps[0].Status, r.Ledger.Submitted[apps[0].ID]
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", a.id, len(apps), status, submits)
-		if len(apps) != 1 || submits != 1 {
-			problems = append(problems, fmt.Sprintf("%s: %d applications, submitted %d times", a.id, len(apps), submits))
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Problems are the ways the API's ledger disagrees with the pipeline: an
+// application started or submitted other than once, a call that ended
+// neither succeeded nor owed.
+func (r *Result) Problems() []string {
+	var problems []string
+	for _, rec := range r.Records() {
+		if rec.Applications != 1 || rec.Submits != 1 {
+			problems = append(problems, fmt.Sprintf("%s: %d applications, submitted %d times", rec.Name, rec.Applications, rec.Submits))
 		}
 	}
+	for _, c := range r.Calls {
+		if c.Outcome.Disposition != grantretry.Succeeded && c.Outcome.StopReason != grantretry.StopOwedLater {
+			problems = append(problems, fmt.Sprintf("%s %s ended %s (%s)", c.Application, c.What, c.Outcome.Disposition, c.Outcome.StopReason))
+		}
+	}
+	return problems
+}
+
+// WriteLedger prints the API's records and counts, and fails when the
+// ledger disagrees with the pipeline.
+func (r *Result) WriteLedger(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "application_name\tapplications\tstatus\tsubmits applied")
+	for _, rec := range r.Records() {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", rec.Name, rec.Applications, rec.Status, rec.Submits)
+	}
 	tw.Flush()
+	l := r.Ledger
 	fmt.Fprintf(w, "\nThe gateway: %d calls throttled, %d over the month's quota, %d answered 504 at 29 s.\n"+
 		"The API: %d answers of maintenance, %d requests carried out and then dropped.\n",
 		l.Throttled, l.OverQuota, l.TimedOut, l.InMaint, l.Dropped)
-	for _, c := range calls {
-		if c.outcome.Disposition != grantretry.Succeeded && c.outcome.StopReason != grantretry.StopOwedLater {
-			problems = append(problems, fmt.Sprintf("%s %s ended %s (%s)", c.app, c.what, c.outcome.Disposition, c.outcome.StopReason))
-		}
+	if p := r.Problems(); len(p) > 0 {
+		return fmt.Errorf("the ledger disagrees with the pipeline: %s", strings.Join(p, "; "))
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("the ledger disagrees with the pipeline: %s", strings.Join(problems, "; "))
-	}
-	fmt.Fprintf(w, "\nEach of the %d applications was started once and submitted once; every call succeeded,\n"+
-		"or was owed and then sent again at the time the API gave, and none was reported failed.\n", len(applications))
 	return nil
 }
