@@ -19,6 +19,17 @@
 // and succeeds without a resend; it accepts the third. Its ledger shows no
 // duplicate either.
 //
+// Seven more go to a third funder, a fake of the Simpler Grants.gov REST
+// API behind its AWS gateway, whose start creates a new application on
+// every call: a pipeline (examples/simplergrants/pipeline) starts and
+// submits each through simplergrants.Profile while the API drops
+// connections after carrying a request out, the gateway throttles, times
+// out at 29 s and runs out of the month's quota, and the API goes into
+// maintenance. Its ledger shows each application started once and
+// submitted once, and no call reported failed that it received. That
+// pipeline runs on a simulated clock of its own, so those waits take no
+// time.
+//
 // Everything runs in process against a loopback server and needs no
 // network. Backoffs are kept to milliseconds; the one long wait is the
 // funder's Retry-After of one second.
@@ -42,6 +53,7 @@ import (
 	"time"
 
 	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/examples/simplergrants/pipeline"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -95,9 +107,10 @@ func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) (er
 	defer recs.trail.Close() // closed already once the trail is verified
 	recs.temporary = temporary
 
-	fmt.Fprintf(w, "The grantretry demo: %d grant applications through one grantretry Transport, to two funders\n"+
-		"simulated on 127.0.0.1: a JSON API that fails the way real ones do, and a Grants.gov S2S\n"+
-		"endpoint that ignores Idempotency-Key.\n", len(applications)+len(s2sApplications))
+	fmt.Fprintf(w, "The grantretry demo: %d grant applications through grantretry, to three funders simulated\n"+
+		"on 127.0.0.1: a JSON API that fails the way real ones do, a Grants.gov S2S endpoint that\n"+
+		"ignores Idempotency-Key, and the Simpler Grants.gov API, whose start makes a new application\n"+
+		"on every call.\n", len(applications)+len(s2sApplications)+len(simplerIDs))
 	fmt.Fprintf(w, "Audit records (hash-chained): %s\n", filepath.Join(dir, trailName))
 	if temporary {
 		fmt.Fprintln(w, "(a temporary directory, removed when the demo ends; -keep DIR keeps the records in DIR)")
@@ -122,8 +135,11 @@ func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) (er
 	fmt.Fprintln(w, "\n== each submission: what happened, and why ==")
 	fmt.Fprintln(w)
 	printStories(w, out, calls)
+	printSimplerStories(w, out.simpler, calls)
 	fmt.Fprintln(w, "== in short ==")
 	printSummary(w, slices.Concat(out.results, out.s2sResults))
+	fmt.Fprintln(w)
+	printSimplerSummary(w, out.simpler)
 	fmt.Fprintln(w, "\n== dead letters, redelivered once the outage is over ==")
 	printRedeliveries(w, out.redelivered)
 	fmt.Fprintln(w, "\n== what the funder recorded ==")
@@ -132,6 +148,11 @@ func RunWith(w io.Writer, dir string, o Options, extra ...grantretry.Option) (er
 	}
 	fmt.Fprintln(w, "\n== what Grants.gov S2S recorded (it ignores Idempotency-Key, and answers GetApplicationList) ==")
 	if err := out.s2s.report(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n== what Simpler Grants.gov recorded (it honours no idempotency key), at %s ==\n",
+		out.simpler.Ended.Format(time.RFC3339))
+	if err := reportSimpler(w, out.simpler); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\n== the audit trail ==")
@@ -202,6 +223,7 @@ type simulation struct {
 	funder      *funder
 	s2sResults  []result // the submissions to the S2S funder
 	s2s         *s2sFunder
+	simpler     *pipeline.Result // the Simpler Grants.gov pipeline's run
 }
 
 // reconciles counts the questions every call asked of a reconciler.
@@ -212,6 +234,11 @@ func (s simulation) reconciles() int {
 	}
 	for _, rd := range s.redelivered {
 		n += rd.outcome.Reconciles
+	}
+	if s.simpler != nil {
+		for _, c := range s.simpler.Calls {
+			n += c.Outcome.Reconciles
+		}
 	}
 	return n
 }
@@ -226,10 +253,12 @@ func (s simulation) redeliveryOf(app string) (redelivery, bool) {
 	return redelivery{}, false
 }
 
-// simulate starts the two funders, submits every application through
-// grantretry with the audit lines written to w and the trail and dead
-// letters kept in recs, ends the outage and redelivers the dead letters,
-// and returns what the pipeline saw and what the funders recorded.
+// simulate starts the JSON and S2S funders, submits every application
+// through grantretry with the audit lines written to w and the trail and
+// dead letters kept in recs, runs the Simpler Grants.gov pipeline with its
+// audit lines written to w too, ends the outage and redelivers the dead
+// letters, and returns what the pipelines saw and what the funders
+// recorded.
 func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantretry.Option) (simulation, error) {
 	f := newFunder(script())
 	srv := httptest.NewUnstartedServer(f)
@@ -268,6 +297,9 @@ func simulate(ctx context.Context, w io.Writer, recs *records, extra ...grantret
 			return sim, err
 		}
 		sim.s2sResults = append(sim.s2sResults, r)
+	}
+	if sim.simpler, err = runSimpler(ctx, log, recs.trail, extra); err != nil {
+		return sim, err
 	}
 	f.endOutage()
 	sim.redelivered, err = recs.redeliverAll(ctx, client)

@@ -183,6 +183,11 @@ func TestAuditTrail(t *testing.T) {
 	for _, rd := range sim.redelivered {
 		attempts += rd.outcome.Attempts
 	}
+	simplerReconciles := 0
+	for _, c := range sim.simpler.Calls {
+		attempts += c.Outcome.Attempts
+		simplerReconciles += c.Outcome.Reconciles
+	}
 	for _, r := range slices.Concat(results, sim.s2sResults) {
 		attempts += r.outcome.Attempts
 		reconciles += r.outcome.Reconciles
@@ -194,10 +199,10 @@ func TestAuditTrail(t *testing.T) {
 	if msgs[grantretry.MsgAttempt] != attempts {
 		t.Errorf("%d attempt lines, want %d", msgs[grantretry.MsgAttempt], attempts)
 	}
-	if msgs[grantretry.MsgReconcile] != reconciles || reconciles != 1 {
-		t.Errorf("%d reconcile lines, %d questions asked; want 1 of each", msgs[grantretry.MsgReconcile], reconciles)
+	if msgs[grantretry.MsgReconcile] != reconciles+simplerReconciles || reconciles != 1 || simplerReconciles != 3 {
+		t.Errorf("%d reconcile lines, %d+%d questions asked; want 1 to S2S and 3 to Simpler Grants.gov", msgs[grantretry.MsgReconcile], reconciles, simplerReconciles)
 	}
-	if want := len(results) + len(sim.s2sResults) + len(sim.redelivered); msgs[grantretry.MsgDisposition] != want {
+	if want := len(results) + len(sim.s2sResults) + len(sim.redelivered) + len(sim.simpler.Calls); msgs[grantretry.MsgDisposition] != want {
 		t.Errorf("%d disposition lines, want %d", msgs[grantretry.MsgDisposition], want)
 	}
 	if msgs[grantretry.MsgBreaker] != 0 {
@@ -216,7 +221,8 @@ func TestRunSucceeds(t *testing.T) {
 		regexp.MustCompile(`(?m)^== what Grants.gov S2S recorded .*==$`),
 		regexp.MustCompile(`(?m)^funder recorded 5 submissions, 0 duplicates$`),
 		regexp.MustCompile(`(?m)^S2S funder received 3 submission requests, refused 1 .*\n.*applications: 2, duplicates: 0$`),
-		regexp.MustCompile(`hash chain verified, .*\ndispositions: .*; reconcile lines 1\n`),
+		regexp.MustCompile(`(?m)^Simpler Grants.gov holds 7 applications, each started once and submitted once; no call failed\.$`),
+		regexp.MustCompile(`hash chain verified, .*\ndispositions: .*; reconcile lines 4\n`),
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("output has no line matching %s:\n%s", want, out.String())
@@ -245,6 +251,11 @@ func TestRunTellsEachSubmission(t *testing.T) {
 			t.Errorf("no story of %s:\n%s", app.ID, text)
 		}
 	}
+	for _, id := range simplerIDs {
+		if !regexp.MustCompile(`(?m)^` + id + ` to Simpler Grants.gov: .*\n(  .*\n)*  start: [a-z_]+ after \d attempts?\n(  .*\n)*  submit: `).MatchString(text) {
+			t.Errorf("no story of %s:\n%s", id, text)
+		}
+	}
 	for _, want := range []string{
 		"waited 1s as the funder's Retry-After asked",
 		"answered it from its idempotency store",
@@ -252,6 +263,9 @@ func TestRunTellsEachSubmission(t *testing.T) {
 		"redelivered once the funder was back, under the same key: succeeded, status 201",
 		"asked the reconciler: 200, applied",
 		"the answer, 422 (terminal:422), is terminal",
+		"which found one named after the submission id: no second start",
+		"the application's record, which says submitted: no second submit",
+		"the API is in maintenance until 2026-12-04T18:30:31Z",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(text), " "), want) { // across a wrapped line
 			t.Errorf("the stories lack %q:\n%s", want, text)
@@ -279,7 +293,7 @@ func TestRunTellsEachSubmission(t *testing.T) {
 			dispositions++
 		}
 	}
-	if want := len(applications) + len(s2sApplications) + 1; dispositions != want { // and the redelivery
+	if want := len(applications) + len(s2sApplications) + 1 + 16; dispositions != want { // the redelivery, and 16 calls to Simpler Grants.gov
 		t.Errorf("-v printed %d disposition lines, want %d", dispositions, want)
 	}
 }
@@ -396,12 +410,16 @@ func TestDeadLetterRedeliveredAndTrailVerified(t *testing.T) {
 	if got := sum.Messages[grantretry.MsgAttempt] + sum.Messages[grantretry.MsgDisposition] + sum.Messages[grantretry.MsgBreaker] + sum.Messages[grantretry.MsgReconcile]; got != logged {
 		t.Errorf("trail holds %d audit records, the logger wrote %d lines", got, logged)
 	}
-	if sum.Dispositions[string(grantretry.DeadLetter)] != 1 || sum.Dispositions[string(grantretry.Succeeded)] != 7 ||
+	// Simpler Grants.gov: 7 starts and 7 submits succeed, 2 of them
+	// after a call owed for maintenance and for the quota, which wrote no
+	// letter; 3 of them reconciled.
+	if sum.Dispositions[string(grantretry.DeadLetter)] != 3 || sum.Dispositions[string(grantretry.Succeeded)] != 21 ||
 		sum.Dispositions[string(grantretry.FailedTerminal)] != 2 {
-		t.Errorf("trail dispositions %v, want 1 dead_letter, 7 succeeded (5 to the JSON funder, 2 to S2S) and 2 failed_terminal (one each)", sum.Dispositions)
+		t.Errorf("trail dispositions %v, want 3 dead_letter (one to the JSON funder, two owed by Simpler Grants.gov), "+
+			"21 succeeded (5 to the JSON funder, 2 to S2S, 14 to Simpler Grants.gov) and 2 failed_terminal", sum.Dispositions)
 	}
-	if sum.Messages[grantretry.MsgReconcile] != 1 {
-		t.Errorf("trail holds %d reconcile records, want 1 (%s)", sum.Messages[grantretry.MsgReconcile], s2sDropped)
+	if sum.Messages[grantretry.MsgReconcile] != 4 {
+		t.Errorf("trail holds %d reconcile records, want 4 (%s, and three calls to Simpler Grants.gov)", sum.Messages[grantretry.MsgReconcile], s2sDropped)
 	}
 }
 
@@ -440,5 +458,35 @@ func TestRunKeepsItsRecordsOnlyInANewOrEmptyDirectory(t *testing.T) {
 	out.Reset()
 	if err := Run(&out, dir, grantretry.WithClock(instant{})); err == nil || out.Len() != 0 {
 		t.Errorf("a second run into the same directory: %v, output %q; want it refused before it starts", err, out.String())
+	}
+}
+
+// The third funder's ledger agrees with its pipeline: each application
+// started once and submitted once, through dropped connections, the
+// gateway's throttle, timeout and quota, and maintenance; and the demo
+// fails when it does not.
+func TestSimplerGrantsStartsAndSubmitsEachApplicationOnce(t *testing.T) {
+	t.Parallel()
+	sim, _, _ := simulateForTest(t)
+	r := sim.simpler
+	if p := r.Problems(); len(p) > 0 {
+		t.Errorf("problems: %v", p)
+	}
+	l := r.Ledger
+	if l.Started != len(simplerIDs) || len(l.Submitted) != len(simplerIDs) || l.Dropped != 2 || l.Throttled == 0 ||
+		l.OverQuota != 1 || l.TimedOut != 1 || l.InMaint != 1 {
+		t.Errorf("ledger %+v: want %d started and submitted, 2 dropped, throttled, 1 over quota, 1 timed out, 1 in maintenance", l, len(simplerIDs))
+	}
+	stops := map[string]int{}
+	for _, c := range r.Calls {
+		stops[c.Outcome.StopReason]++
+	}
+	if stops[grantretry.StopReconciled] != 3 || stops[grantretry.StopOwedLater] != 2 || stops[grantretry.StopSuccess] != 11 {
+		t.Errorf("stop reasons %v: want 3 reconciled, 2 owed_later, 11 success", stops)
+	}
+
+	r.Recorded = append(r.Recorded, r.Recorded[0]) // an application started twice
+	if err := reportSimpler(io.Discard, r); err == nil {
+		t.Error("a duplicate in the ledger: reportSimpler answered no error")
 	}
 }

@@ -164,6 +164,7 @@ func (r *records) printNextSteps(w io.Writer) {
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit verify %s\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s -submission GRANT-2026-0006\n", live)
 	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s -submission %s\n", live, s2sDropped)
+	fmt.Fprintf(w, "  go run ./cmd/grantretry audit trace %s -submission %s\n", live, simplerIDs[1])
 	fmt.Fprintf(w, "  go run ./cmd/grantretry deadletter show %s <ID>   (redelivered letters are in %s)\n",
 		filepath.Join(r.dir, lettersName), filepath.Join(r.dir, lettersName, deadletter.RedeliveredDir))
 }
