@@ -35,6 +35,7 @@ var samples = []sampleVerdict{
 	{"gateway-quota", "aws:LimitExceededException", kindOwed},
 	{"app-forbidden", "", 0},
 	{"token-expired", "", 0},
+	{"commongrants-submit-invalid", "", 0},
 }
 
 // readSample reads a sample of testdata: its status (the .source's first
