@@ -38,6 +38,13 @@
 //
 //	grantretry.New(inner, simplergrants.Profile("api.simpler.grants.gov", rec))
 //
+// A competition's closing time is each call's, not the host's: [ClosingTime]
+// reads a closing date as the API does, in US Eastern time, and
+// [Reconciler.CompetitionClosing] reads it from the competition's record,
+// for [grantretry.WithClosingTime]. A call the API refuses
+// competition_not_open ends failed_terminal, its Reason
+// "terminal:422;simplergrants:competition_not_open".
+//
 // The rules' sources, row for row, are in rules.go; testdata holds a
 // sample of each answer with a note saying what of it was captured and
 // what assembled, and from where.
