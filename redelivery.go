@@ -9,7 +9,8 @@ import (
 )
 
 // A redelivery is a dead letter sent again. Its context says so
-// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithReconcileFirst),
+// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithLetter,
+// WithReconcileFirst),
 // and a Transport then puts it on the record: its audit lines name the
 // letter (FieldRedelivers), its metrics and span count it, its questions
 // to a reconciler carry the letter's first attempt, and it may ask the
@@ -30,6 +31,10 @@ type redeliveryMark struct {
 	err             error
 	firstAttempt    time.Time // the letter's FirstAttempt
 	invalid         bool
+	// ambiguous says the letter's last attempt may have been applied
+	// (WithLetter, WithReconcileFirst): an answer that the request was
+	// applied tells of it.
+	ambiguous bool
 }
 
 // redeliveryOf returns ctx's mark, nil if ctx is not a redelivery's.
@@ -74,6 +79,29 @@ func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) { m.firstAttempt = t })
 }
 
+// WithLetter marks ctx as the context of the dead letter l sent again: it
+// does what WithRedeliveryOf(ctx, l.ID) and WithFirstAttempt(ctx,
+// l.FirstAttempt) do, and records whether l's last attempt may have been
+// applied ([Letter].Ambiguous). A [Transport] that sends the redelivery of
+// an ambiguous letter takes an answer whose verdict says the request was
+// applied ([Classification.Applied]) as the funder's word that the letter's
+// work is done: the call ends [Succeeded] with [StopAlreadyApplied], as a
+// call does whose own earlier attempt was ambiguous. For a letter that is
+// not ambiguous, that answer is a refusal, as on any first attempt. A nil
+// l names no letter, and leaves ctx as it is, as a zero time leaves
+// WithFirstAttempt's. deadletter.NewRedeliveryRequest sets it.
+func WithLetter(ctx context.Context, l *Letter) context.Context {
+	if l == nil {
+		return ctx
+	}
+	return withMark(ctx, func(m *redeliveryMark) {
+		m.letterID, m.ambiguous = l.ID, l.Ambiguous
+		if !l.FirstAttempt.IsZero() {
+			m.firstAttempt = l.FirstAttempt
+		}
+	})
+}
+
 // WithReconcileFirst marks ctx as the context of the dead letter l sent
 // again, as WithRedeliveryOf(ctx, l.ID) does, and makes a Transport ask
 // fn, before the call's first attempt, whether the funder already has the
@@ -99,6 +127,7 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
+		m.ambiguous = l.Ambiguous
 		if !l.FirstAttempt.IsZero() {
 			m.firstAttempt = l.FirstAttempt
 		}
