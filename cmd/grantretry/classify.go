@@ -349,7 +349,7 @@ func (v verdict) meaning() string {
 
 func yesNo(b bool) string {
 	if b {
-		return "yes: this answer says an earlier attempt was applied"
+		return "yes: a refusal on its own, as here; after an attempt that may have been applied, or to the redelivery of an ambiguous letter, the call ends succeeded (already_applied)"
 	}
 	return "no"
 }
