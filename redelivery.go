@@ -57,7 +57,8 @@ func withMark(ctx context.Context, set func(*redeliveryMark)) context.Context {
 // sent again, and implies WithRedelivery. A Transport that audits the call
 // writes letterID in FieldRedelivers on each of its attempt, reconcile and
 // disposition lines, so that the audit trail ties the redelivery to the
-// call that left the letter; deadletter.NewRedeliveryRequest sets it.
+// call that left the letter. [WithLetter], which
+// deadletter.NewRedeliveryRequest sets, does the same.
 func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) { m.letterID = letterID })
 }
@@ -69,9 +70,10 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 // [ReconcileQuery].FirstAttempt, not the call's own start, so that a
 // funder that dates what it records tells the submission's record from an
 // earlier one under the same title. Like WithRedeliveryOf, it implies
-// WithRedelivery; a zero t changes nothing.
-// deadletter.NewRedeliveryRequest sets it, so the mark reaches a Transport
-// wherever it sits in the client's chain of RoundTrippers.
+// WithRedelivery; a zero t changes nothing. [WithLetter], which
+// deadletter.NewRedeliveryRequest sets, does the same, so the mark
+// reaches a Transport wherever it sits in the client's chain of
+// RoundTrippers.
 func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
 	if t.IsZero() {
 		return ctx
