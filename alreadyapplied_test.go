@@ -19,7 +19,7 @@ import (
 // of an application already submitted (see its .source file).
 func notInProgress(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "applied", "simpler-submit-not-in-progress.body"))
+	b, err := os.ReadFile(filepath.Join("simplergrants", "testdata", "submit-not-in-progress.body"))
 	if err != nil {
 		t.Fatal(err)
 	}

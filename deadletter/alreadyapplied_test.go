@@ -15,11 +15,11 @@ import (
 )
 
 // notInProgressFunder answers every submit as Simpler Grants.gov answers
-// one for an application already submitted (the root's
-// testdata/applied sample), and counts what it got.
+// one for an application already submitted (the simplergrants/testdata
+// sample, with its source), and counts what it got.
 func notInProgressFunder(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "testdata", "applied", "simpler-submit-not-in-progress.body"))
+	body, err := os.ReadFile(filepath.Join("..", "simplergrants", "testdata", "submit-not-in-progress.body"))
 	if err != nil {
 		t.Fatal(err)
 	}

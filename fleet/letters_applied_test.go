@@ -15,11 +15,12 @@ import (
 )
 
 // notInProgress answers every submit as Simpler Grants.gov answers one
-// for an application already submitted (the root's testdata/applied
-// sample), and a client whose Transport has the rule that reads it.
+// for an application already submitted (the simplergrants/testdata
+// sample, with its source), and a client whose Transport has the rule
+// that reads it.
 func notInProgress(t *testing.T) (*http.Client, *atomic.Int32, string) {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "testdata", "applied", "simpler-submit-not-in-progress.body"))
+	body, err := os.ReadFile(filepath.Join("..", "simplergrants", "testdata", "submit-not-in-progress.body"))
 	if err != nil {
 		t.Fatal(err)
 	}

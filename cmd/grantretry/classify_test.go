@@ -146,7 +146,7 @@ func TestClassifySaysWhatAnAppliedAnswerMeans(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(rule), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	body := filepath.Join("..", "..", "testdata", "applied", "simpler-submit-not-in-progress.body")
+	body := filepath.Join("..", "..", "simplergrants", "testdata", "submit-not-in-progress.body")
 	code, out, errOut := classifyRun(t, "-status", "403", "-rules", rules, body)
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)

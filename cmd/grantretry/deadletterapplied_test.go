@@ -14,10 +14,11 @@ import (
 
 // appliedFixture is a funder that answers every submit as Simpler
 // Grants.gov answers one for an application already submitted (the
-// root's testdata/applied sample), and a rules file that reads it.
+// simplergrants/testdata sample, with its source), and a rules file
+// that reads it.
 func appliedFixture(t *testing.T) (url, rules string) {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "applied", "simpler-submit-not-in-progress.body"))
+	body, err := os.ReadFile(filepath.Join("..", "..", "simplergrants", "testdata", "submit-not-in-progress.body"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 )
 
 // A funder that answers every submit as Simpler Grants.gov answers one
-// for an application already submitted (the root's testdata/applied
-// sample), and a rules file that reads it: the ambiguous letter is
-// delivered and reported "already applied"; the letter that is not
-// ambiguous is refused and released.
+// for an application already submitted (the simplergrants/testdata
+// sample, with its source), and a rules file that reads it: the
+// ambiguous letter is delivered and reported "already applied"; the
+// letter that is not ambiguous is refused and released.
 func TestRedeliverReportsAnAlreadyAppliedLetterAsDelivered(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "applied", "simpler-submit-not-in-progress.body"))
+	body, err := os.ReadFile(filepath.Join("..", "..", "..", "simplergrants", "testdata", "submit-not-in-progress.body"))
 	if err != nil {
 		t.Fatal(err)
 	}
