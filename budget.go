@@ -23,6 +23,7 @@ const (
 	StopBodyReadFailure = "body_read_failed"            // the request body failed while it was buffered
 	StopAuditTrail      = "audit_trail_failed"          // the audit trail could not record the call, so it was not sent
 	StopReconciled      = "reconciled"                  // the reconciler said the funder has the submission
+	StopAlreadyApplied  = "already_applied"             // the funder answered that an earlier, ambiguous attempt of the call or of its dead letter was applied (Classification.Applied): a success
 	StopUnreconciled    = "reconcile_unanswered"        // the last attempt was ambiguous, and the reconciler never told whether the funder has it
 	StopInvalidOption   = "invalid_option"              // the Transport was built with an invalid option (see Transport.Err), so nothing was sent
 )

@@ -140,6 +140,8 @@ func (p *peeking) Close() error { return p.body.Close() }
 func withStatus(resp *http.Response, v Classification) Classification {
 	kind := "terminal:"
 	switch {
+	case v.Applied:
+		v.Retryable, v.Owed = false, false // the Transport never retries it
 	case v.Owed:
 		kind, v.Retryable = "owed:", false
 	case v.Retryable:

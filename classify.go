@@ -59,9 +59,21 @@ type Classification struct {
 	// now. Zero when the funder did not say.
 	NotBefore time.Time
 	// Applied says this answer, to a resend, tells that an earlier attempt
-	// of the call was applied (a duplicate the funder recognised). A
-	// classifier may set it; the Transport neither records it nor acts on
-	// it: it decides by Retryable and Owed alone, as for any other verdict.
+	// was applied: a duplicate the funder recognised, or a state only that
+	// attempt could have brought about (Simpler Grants.gov's 403
+	// "not_in_progress" for an application already submitted). An Applied
+	// verdict is never retried, whatever Retryable and Owed say. When an
+	// earlier attempt of the call may have been applied (see
+	// [WithReconciler] for which are), or the call sends again a dead
+	// letter whose last attempt may have been ([WithLetter]), the call ends
+	// [Succeeded] with [StopAlreadyApplied]: the caller gets the answer,
+	// with a nil error, unless a reconciler is configured and returns the
+	// funder's record, which the caller then gets instead. Otherwise
+	// nothing this call sent could have been applied before: the answer is
+	// a refusal, and the call ends [FailedTerminal] ([StopTerminal]). The
+	// Reason is reported in the terminal form ("terminal:403;applied:...").
+	// Either way the breaker and the retry throttle take the answer as
+	// any refusal: an answer from a funder that is up, no failure.
 	Applied bool
 }
 

@@ -15,7 +15,10 @@ type Disposition string
 
 // The dispositions.
 const (
-	// Succeeded: a 1xx-3xx response was obtained.
+	// Succeeded: a 1xx-3xx response was obtained, or the funder has the
+	// work by its record ([StopReconciled]) or by its own answer to a
+	// resend after an ambiguous attempt ([StopAlreadyApplied], whose
+	// status may be 400 or more).
 	Succeeded Disposition = "succeeded"
 	// FailedTerminal: the funder or the transport answered with something a
 	// retry cannot fix (a 4xx in the terminal set, an unknown status, a
@@ -46,14 +49,15 @@ type Outcome struct {
 	// StopReason says why the call stopped: one of the Stop* constants.
 	StopReason string
 	// Status is the status of the response returned: the last attempt's,
-	// or the reconciler's when the call was reconciled; 0 if none was
-	// obtained.
+	// or the reconciler's when it answered with the funder's record
+	// (reconciled, or already applied); 0 if none was obtained.
 	Status  int
 	Elapsed time.Duration // from the first attempt to the disposition
 	// Reconciles counts the questions asked of the reconciler (see
-	// WithReconciler) before a resend; Ambiguous says the last attempt may
-	// have been applied by the funder without its answer saying so (see
-	// WithReconciler for which attempts are).
+	// WithReconciler): before a resend, before giving up, and once an
+	// answer says an earlier attempt was applied. Ambiguous says the last
+	// attempt may have been applied by the funder without its answer
+	// saying so (see WithReconciler for which attempts are).
 	Reconciles int
 	Ambiguous  bool
 	// Late says the call ended owed (DeadLetter or CircuitOpen: the work is

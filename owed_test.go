@@ -142,19 +142,3 @@ func TestRetryAfterPastDeadlineOfUnrepeatableRequestSaysWhy(t *testing.T) {
 		t.Errorf("outcome %+v, want not_idempotent: a request that cannot be repeated says so", o)
 	}
 }
-
-func TestAppliedVerdictIsTreatedAsItsRetryableSays(t *testing.T) {
-	for _, retryable := range []bool{false, true} {
-		h := newHarness(t, WithClassifier(func(*http.Response, []byte) (Classification, bool) {
-			return Classification{Applied: true, Retryable: retryable, Reason: "test:duplicate"}, true
-		}))
-		h.mock.RegisterResponder(http.MethodPost, funderURL, seq(409, 201))
-		o := callOnce(t, h)
-		switch {
-		case !retryable && (o.Disposition != FailedTerminal || o.Attempts != 1):
-			t.Errorf("terminal Applied verdict: outcome %+v, want failed_terminal after 1 attempt", o)
-		case retryable && (o.Disposition != Succeeded || o.Attempts != 2):
-			t.Errorf("transient Applied verdict: outcome %+v, want succeeded after 2 attempts", o)
-		}
-	}
-}

@@ -19,7 +19,11 @@ import (
 //
 // It returns (resp, nil) when the funder has the submission: the call ends
 // Succeeded with stop reason StopReconciled, and resp is returned to the
-// caller in place of a response to a resend. It returns (nil, nil) when the
+// caller in place of a response to a resend. It is also asked, once, when
+// an answer after an ambiguous attempt says that attempt was applied
+// ([Classification.Applied]): the call ends Succeeded with
+// [StopAlreadyApplied] whatever it answers, and a resp it returns is the
+// caller's in place of that answer. It returns (nil, nil) when the
 // funder does not have it: the request is sent again. It returns (nil, err)
 // when it cannot tell: the Transport waits as for a transient failure and
 // asks again, within the same budget and deadline, and never resends in the
@@ -42,9 +46,14 @@ type ReconcileQuery struct {
 	SubmissionID   string // from WithSubmissionID, "" if none
 	IdempotencyKey string
 	CorrelationID  string
-	Attempt        int   // the number of the ambiguous attempt, 1 for the first
-	Status         int   // its status, 0 if it obtained no response
-	Err            error // its transport error, nil if it obtained a response
+	// Attempt is the number of the ambiguous attempt, 1 for the first;
+	// Status its status, 0 if it obtained no response; Err its transport
+	// error, nil if it obtained a response. For the question asked once an
+	// answer said an earlier attempt was applied ([StopAlreadyApplied]),
+	// they describe that answer.
+	Attempt int
+	Status  int
+	Err     error
 	// FirstAttempt is when the submission's first attempt began, read
 	// from the Transport's Clock: this call's, just before its first
 	// attempt was sent, or, for a dead letter sent again
@@ -291,6 +300,41 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 		c.out.StopReason == StopAuditTrail, c.callerErr() != nil:
 		return nil
 	}
+	return c.askOnce(a)
+}
+
+// followsAmbiguous reports whether the call, before the attempt being
+// judged, made an attempt that may have been applied, or sends again a
+// dead letter whose last attempt may have been (WithLetter): an answer
+// that the request was applied then tells of that attempt. A reconciler's
+// answer clears Ambiguous, and it is asked only about an ambiguous
+// attempt, so a call that asked it made one, whatever it answered.
+func (c *call) followsAmbiguous() bool {
+	if c.out.Ambiguous || c.out.Reconciles > 0 {
+		return true
+	}
+	m := redeliveryOf(c.req.Context())
+	return m != nil && m.ambiguous
+}
+
+// askAlreadyApplied asks the reconciler once, without waiting, for the
+// funder's record of a call that ends [StopAlreadyApplied], when there is
+// one to ask and the call is keyed. It returns that record, after
+// discarding the attempt's response, or nil: the funder does not have it,
+// or the reconciler cannot tell, and the answer that says it was applied
+// is the caller's.
+func (c *call) askAlreadyApplied(a sentAttempt) *http.Response {
+	if c.out.StopReason != StopAlreadyApplied || c.pol.reconciler == nil ||
+		c.out.IdempotencyKey == "" || c.callerErr() != nil {
+		return nil
+	}
+	return c.askOnce(a)
+}
+
+// askOnce asks the reconciler once, without waiting, at the end of the
+// call whose last attempt is a, and returns the funder's response if it
+// has the submission, after discarding the attempt's.
+func (c *call) askOnce(a sentAttempt) *http.Response {
 	// The call is held from here on, as it is while a response is judged:
 	// its deadline, passing now, would cut the reconciler's response on
 	// its way to the caller. The question gets a deadline of its own, the
@@ -322,6 +366,12 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 // succeeded, by the funder's own record.
 func (c *call) finishReconciled(resp *http.Response) (*http.Response, error) {
 	c.out.Disposition, c.out.StopReason = Succeeded, StopReconciled
+	return c.finishRecord(resp)
+}
+
+// finishRecord hands the reconciler's response to the caller, the
+// disposition and stop reason already set.
+func (c *call) finishRecord(resp *http.Response) (*http.Response, error) {
 	c.out.Status = resp.StatusCode
 	c.hold(c.callCtx())
 	return c.finishResp(sentAttempt{req: c.base, resp: resp, stop: func(bool) {}})

@@ -9,7 +9,8 @@ import (
 )
 
 // A redelivery is a dead letter sent again. Its context says so
-// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithReconcileFirst),
+// (WithRedelivery, WithRedeliveryOf, WithFirstAttempt, WithLetter,
+// WithReconcileFirst),
 // and a Transport then puts it on the record: its audit lines name the
 // letter (FieldRedelivers), its metrics and span count it, its questions
 // to a reconciler carry the letter's first attempt, and it may ask the
@@ -30,6 +31,10 @@ type redeliveryMark struct {
 	err             error
 	firstAttempt    time.Time // the letter's FirstAttempt
 	invalid         bool
+	// ambiguous says the letter's last attempt may have been applied
+	// (WithLetter, WithReconcileFirst): an answer that the request was
+	// applied tells of it.
+	ambiguous bool
 }
 
 // redeliveryOf returns ctx's mark, nil if ctx is not a redelivery's.
@@ -52,7 +57,8 @@ func withMark(ctx context.Context, set func(*redeliveryMark)) context.Context {
 // sent again, and implies WithRedelivery. A Transport that audits the call
 // writes letterID in FieldRedelivers on each of its attempt, reconcile and
 // disposition lines, so that the audit trail ties the redelivery to the
-// call that left the letter; deadletter.NewRedeliveryRequest sets it.
+// call that left the letter. [WithLetter], which
+// deadletter.NewRedeliveryRequest sets, does the same.
 func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 	return withMark(ctx, func(m *redeliveryMark) { m.letterID = letterID })
 }
@@ -64,14 +70,38 @@ func WithRedeliveryOf(ctx context.Context, letterID string) context.Context {
 // [ReconcileQuery].FirstAttempt, not the call's own start, so that a
 // funder that dates what it records tells the submission's record from an
 // earlier one under the same title. Like WithRedeliveryOf, it implies
-// WithRedelivery; a zero t changes nothing.
-// deadletter.NewRedeliveryRequest sets it, so the mark reaches a Transport
-// wherever it sits in the client's chain of RoundTrippers.
+// WithRedelivery; a zero t changes nothing. [WithLetter], which
+// deadletter.NewRedeliveryRequest sets, does the same, so the mark
+// reaches a Transport wherever it sits in the client's chain of
+// RoundTrippers.
 func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
 	if t.IsZero() {
 		return ctx
 	}
 	return withMark(ctx, func(m *redeliveryMark) { m.firstAttempt = t })
+}
+
+// WithLetter marks ctx as the context of the dead letter l sent again: it
+// does what WithRedeliveryOf(ctx, l.ID) and WithFirstAttempt(ctx,
+// l.FirstAttempt) do, and records whether l's last attempt may have been
+// applied ([Letter].Ambiguous). A [Transport] that sends the redelivery of
+// an ambiguous letter takes an answer whose verdict says the request was
+// applied ([Classification.Applied]) as the funder's word that the letter's
+// work is done: the call ends [Succeeded] with [StopAlreadyApplied], as a
+// call does whose own earlier attempt was ambiguous. For a letter that is
+// not ambiguous, that answer is a refusal, as on any first attempt. A nil
+// l names no letter, and leaves ctx as it is, as a zero time leaves
+// WithFirstAttempt's. deadletter.NewRedeliveryRequest sets it.
+func WithLetter(ctx context.Context, l *Letter) context.Context {
+	if l == nil {
+		return ctx
+	}
+	return withMark(ctx, func(m *redeliveryMark) {
+		m.letterID, m.ambiguous = l.ID, l.Ambiguous
+		if !l.FirstAttempt.IsZero() {
+			m.firstAttempt = l.FirstAttempt
+		}
+	})
 }
 
 // WithReconcileFirst marks ctx as the context of the dead letter l sent
@@ -99,6 +129,7 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
+		m.ambiguous = l.Ambiguous
 		if !l.FirstAttempt.IsZero() {
 			m.firstAttempt = l.FirstAttempt
 		}

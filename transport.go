@@ -635,6 +635,9 @@ func (c *call) loop() (*http.Response, error) {
 				c.out.NotBefore = time.Time{}
 				return c.finishReconciled(resp)
 			}
+			if resp := c.askAlreadyApplied(a); resp != nil {
+				return c.finishRecord(resp)
+			}
 			if a.resp != nil {
 				return c.finishResp(a)
 			}
@@ -785,8 +788,9 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	}
 	c.lastErr = a.err
 	// Sticky until a reconciler answers: a later attempt that was not
-	// applied says nothing of an earlier one that may have been.
-	c.out.Ambiguous = c.out.Ambiguous || a.ambiguous(v)
+	// applied says nothing of an earlier one that may have been. An
+	// answer that the earlier one was applied is the funder's word.
+	c.out.Ambiguous = (c.out.Ambiguous || a.ambiguous(v)) && stop != StopAlreadyApplied
 	d.reconcile = d.retry && c.out.Ambiguous && c.pol.reconciler != nil && c.out.IdempotencyKey != ""
 	if logging {
 		c.logAttempt(attemptRecord{
@@ -943,6 +947,12 @@ func (c *call) verdict(a sentAttempt, now time.Time) (Classification, Dispositio
 		switch {
 		case resp.StatusCode >= 100 && resp.StatusCode < 400:
 			return v, Succeeded, StopSuccess
+		case v.Applied:
+			v.Retryable, v.Owed = false, false
+			if c.followsAmbiguous() {
+				return v, Succeeded, StopAlreadyApplied
+			}
+			return v, FailedTerminal, StopTerminal
 		case v.Owed:
 			return owed(resp, v, now), DeadLetter, StopOwedLater
 		case !v.Retryable:

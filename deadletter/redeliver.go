@@ -34,8 +34,17 @@ import (
 // it is. Every question carries the letter's FirstAttempt
 // ([grantretry.ReconcileQuery].FirstAttempt), whoever asks it.
 //
+// A funder that answers the redelivery of an ambiguous letter with a
+// refusal that says the work is already done (a verdict with
+// [grantretry.Classification].Applied, from the Transport's classifier)
+// has the letter's work: through a grantretry Transport the call ends
+// Succeeded with [grantretry.StopAlreadyApplied], and the answer (or the
+// reconciler's record) is returned with a nil error, its status 400 or
+// more. Read grantretry.OutcomeOf, not the status, to tell whether the
+// letter was delivered, as [Dir.Redeliver] and fleet.Letters.Redeliver do.
+//
 // What is on the record: the request's context names the letter
-// (grantretry.WithRedeliveryOf), so a grantretry Transport that sends it,
+// (grantretry.WithLetter), so a grantretry Transport that sends it,
 // with an audit trail (grantretry.WithAuditTrail), writes its attempts and
 // disposition there, each line carrying the letter's ID in
 // grantretry.FieldRedelivers. When client.Transport is itself a
@@ -152,6 +161,25 @@ func Reconciled(resp *http.Response) bool {
 	return ok && o.StopReason == grantretry.StopReconciled && o.Attempts == 0
 }
 
+// Delivered reports whether resp, returned by Redeliver with a nil error,
+// says the funder has the letter's work: an answer of 1xx-3xx, the
+// reconciler's record (Reconciled), or an answer that the redelivering
+// grantretry Transport ended [grantretry.Succeeded] whatever its status,
+// as it ends one that says an ambiguous letter was already applied
+// ([grantretry.StopAlreadyApplied]). Such a letter is delivered: record
+// it with Dir.MarkRedelivered. Any other answer is a refusal or a
+// failure, and the letter is still owed.
+func Delivered(resp *http.Response) bool {
+	if resp == nil {
+		return false
+	}
+	if resp.StatusCode < 400 || Reconciled(resp) {
+		return true
+	}
+	o, ok := grantretry.OutcomeOf(resp)
+	return ok && o.Disposition == grantretry.Succeeded
+}
+
 // ask asks reconcile about l's last attempt: the funder's response if it
 // has the submission, nil if it does not.
 func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.Letter) (*http.Response, error) {
@@ -191,8 +219,10 @@ func ask(ctx context.Context, reconcile grantretry.ReconcileFunc, l *grantretry.
 // retry sends the same bytes), Idempotency-Key set to l.IdempotencyKey and
 // X-Correlation-ID to l.CorrelationID when they are not empty, and ctx
 // carrying l.SubmissionID (grantretry.WithSubmissionID) when it is not empty,
-// the letter's ID ([grantretry.WithRedeliveryOf]) and its FirstAttempt
-// ([grantretry.WithFirstAttempt]), and its DueBy, when it has one
+// the letter ([grantretry.WithLetter]: its ID, its FirstAttempt, and
+// whether it is ambiguous, so that a grantretry Transport takes an answer
+// that says the request was already applied as the letter's success,
+// [grantretry.StopAlreadyApplied]), and its DueBy, when it has one
 // ([grantretry.WithClosingTime]), so that a redelivery that ends owed
 // again is judged late as the call was. The letter is not modified.
 //
@@ -213,7 +243,7 @@ func NewRedeliveryRequest(ctx context.Context, l *grantretry.Letter) (*http.Requ
 	if l.SubmissionID != "" {
 		ctx = grantretry.WithSubmissionID(ctx, l.SubmissionID)
 	}
-	ctx = grantretry.WithFirstAttempt(grantretry.WithRedeliveryOf(ctx, l.ID), l.FirstAttempt)
+	ctx = grantretry.WithLetter(ctx, l)
 	if !l.DueBy.IsZero() {
 		ctx = grantretry.WithClosingTime(ctx, l.DueBy)
 	}

@@ -45,7 +45,8 @@ type sendingMark struct {
 //     process killed mid-send leaves it so, and the next Redeliver of it
 //     first writes that into the letter (Ambiguous, and, for a letter that
 //     had no FirstAttempt, the mark's time), then removes the mark.
-//   - A redelivery that fails (an error, or an answer of 400 or more) is
+//   - A redelivery that fails (an error, or an answer of 400 or more that
+//     did not deliver the letter) is
 //     written into the letter before the mark is removed: its attempts are
 //     added to the letter's, its last status or error and its verdict
 //     replace the letter's, it becomes Ambiguous if any of its attempts
@@ -61,8 +62,11 @@ type sendingMark struct {
 //     tell, a context done before the send set out, a client whose error
 //     matches [grantretry.ErrNotSent], or one whose [http.Transport] asked
 //     for a connection and never got one.
-//   - A redelivery answered 1xx-3xx, or that the reconciler says the
-//     funder has (Reconciled), leaves the letter waiting and in flight:
+//   - A redelivery that delivered the letter (see Delivered: answered
+//     1xx-3xx, found at the funder by the reconciler, or ended
+//     [grantretry.Succeeded] by the Transport, as one answered that the
+//     ambiguous letter was already applied is) leaves the letter waiting
+//     and in flight:
 //     the caller records it with MarkRedelivered, which moves the letter
 //     and removes the mark. Until then it is Ambiguous, which it is: the
 //     funder has it.
@@ -124,7 +128,7 @@ func (d *Dir) redeliver(ctx context.Context, client *http.Client, id string, rec
 	}
 	tr := new(sendTrace)
 	resp, err := Redeliver(httptrace.WithClientTrace(ctx, tr.clientTrace()), client, l, reconcile)
-	if err == nil && (resp.StatusCode < 400 || Reconciled(resp)) {
+	if err == nil && Delivered(resp) {
 		return resp, nil // the funder has it: MarkRedelivered ends the mark
 	}
 	if errors.As(err, new(*url.Error)) && !errors.Is(err, ErrNotReconciled) {

@@ -264,9 +264,12 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 
 // Redeliver sends the claimed letter again with deadletter.Redeliver, and
 // the reconcile rule: an ambiguous letter is asked about first. A letter
-// answered 1xx-3xx, or that the reconciler says the funder has, is marked
-// Done; any other is released for a later try, and the error says why.
-// The response's body is closed.
+// delivered (deadletter.Delivered: answered 1xx-3xx, found at the funder
+// by the reconciler, or ended Succeeded by the redelivering grantretry
+// Transport, as an ambiguous letter answered that it was already applied
+// is, whatever the status: grantretry.StopAlreadyApplied) is marked Done;
+// any other is released for a later try, and the error says why. The
+// response's body is closed.
 //
 // No letter is on the wire from two workers. Immediately before sending,
 // Redeliver confirms the claim on the database's clock (its worker and
@@ -324,10 +327,13 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	if ok {
 		r.Disposition, r.Attempts = out.Disposition, out.Attempts
 	}
-	if deadletter.Reconciled(resp) {
+	switch {
+	case deadletter.Reconciled(resp):
 		r.Note = "reconciled: the funder already has the submission; nothing was sent"
+	case ok && out.StopReason == grantretry.StopAlreadyApplied:
+		r.Note = alreadyAppliedNote
 	}
-	if resp.StatusCode >= 400 {
+	if !deadletter.Delivered(resp) {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
 		mayHave := ambiguousStatus(resp.StatusCode)
 		var notBefore *time.Time
@@ -343,6 +349,10 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
 }
+
+// alreadyAppliedNote is the note of a redelivery that the funder answered
+// with its word that the letter's work was already applied.
+const alreadyAppliedNote = "already applied: the funder answered that an earlier attempt of the letter was applied"
 
 // mayHaveApplied reports whether a redelivery that failed with err may
 // have reached the funder. Only what says so is taken as not: a letter

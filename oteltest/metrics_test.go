@@ -12,6 +12,7 @@ import (
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
@@ -304,4 +305,33 @@ func attributeSets(d metricdata.Aggregation) []attribute.Set {
 		}
 	}
 	return out
+}
+
+func TestAnAlreadyAppliedCallIsCountedAndTracedAsASuccess(t *testing.T) {
+	r, mp := reader(t)
+	sr, tp := recorder(t)
+	applied := grantretry.ClassifyRules(grantretry.Rule{Status: 403,
+		Verdict: grantretry.Classification{Applied: true, Reason: "applied:duplicate"}})
+	rt := grantretry.New(&script{statuses: []int{502, 403}}, grantretry.WithMeterProvider(mp),
+		grantretry.WithTracerProvider(tp), grantretry.WithClassifier(applied), fast)
+	if _, err := post(t, rt, context.Background(), funderURL); err != nil {
+		t.Fatal(err)
+	}
+	ms := collect(t, r)
+	if n := sum(t, ms, "grantretry.calls", with(funderHost, "grantretry.disposition", "succeeded", "grantretry.stop_reason", "already_applied")); n != 1 {
+		t.Errorf("succeeded (already_applied) calls = %v, want 1", n)
+	}
+	for _, s := range sr.Ended() {
+		if s.Name() != "grantretry.call" {
+			continue
+		}
+		if v, _ := attr(s, "grantretry.stop_reason"); v != "already_applied" {
+			t.Errorf("call span stop reason %q, want already_applied", v)
+		}
+		if s.Status().Code == codes.Error {
+			t.Errorf("call span status %v: a call the funder already had is no error", s.Status())
+		}
+		return
+	}
+	t.Fatal("no call span")
 }

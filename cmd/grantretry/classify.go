@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/grantsgov"
+	"github.com/grantretry/grantretry/internal/operator"
 )
 
 const classifySynopsis = `Usage: grantretry classify [-status N] [-header 'Name: value']... [-headers FILE]
@@ -80,7 +80,7 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 		return usageError{err: fmt.Errorf("-classifier %q: want none, soap or grantsgov", f.classifier)}
 	}
 	if f.rules != "" {
-		rules, err := readRules(f.rules)
+		rules, err := operator.ReadRules(f.rules)
 		if err != nil {
 			return err
 		}
@@ -121,25 +121,6 @@ var classifiers = map[string]grantretry.ClassifyFunc{
 	"none":      nil,
 	"soap":      grantretry.ClassifySOAPFault,
 	"grantsgov": grantsgov.ClassifyFault,
-}
-
-// readRules reads -rules: a JSON array of grantretry.Rule, which
-// CheckRules must accept.
-func readRules(path string) ([]grantretry.Rule, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var rules []grantretry.Rule
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&rules); err != nil {
-		return nil, fmt.Errorf("%s: not a JSON array of rules: %w", path, err)
-	}
-	if err := grantretry.CheckRules(rules...); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rules, nil
 }
 
 // responseHeaderFlag is -header: "Name: value", added to h.
@@ -368,7 +349,7 @@ func (v verdict) meaning() string {
 
 func yesNo(b bool) string {
 	if b {
-		return "yes: this answer says an earlier attempt was applied"
+		return "yes: a refusal on its own, as here; after an attempt that may have been applied, or to the redelivery of an ambiguous letter, the call ends succeeded (already_applied)"
 	}
 	return "no"
 }

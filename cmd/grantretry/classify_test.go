@@ -137,3 +137,27 @@ func badRules(t *testing.T, text string) string {
 	}
 	return p
 }
+
+// An answer a rule marks Applied is a refusal on its own, and the output
+// says what it means after an ambiguous attempt.
+func TestClassifySaysWhatAnAppliedAnswerMeans(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	rule := `[{"Status": 403, "Contains": "\"not_in_progress\"", "Verdict": {"Applied": true, "Reason": "applied:not_in_progress"}}]`
+	if err := os.WriteFile(rules, []byte(rule), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	body := filepath.Join("..", "..", "simplergrants", "testdata", "submit-not-in-progress.body")
+	code, out, errOut := classifyRun(t, "-status", "403", "-rules", rules, body)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, l := range []string{
+		"verdict:     terminal:403;applied:not_in_progress",
+		"applied:     yes: a refusal on its own, as here; after an attempt that may have been applied, or to the redelivery of an ambiguous letter, the call ends succeeded (already_applied)",
+		"ends:        failed_terminal (terminal) after 1 attempt",
+	} {
+		if !strings.Contains(out, l) {
+			t.Errorf("output lacks %q:\n%s", l, out)
+		}
+	}
+}

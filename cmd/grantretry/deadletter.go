@@ -61,7 +61,8 @@ its redelivery). The body is printed if it is text of at most 4096 bytes;
 otherwise its size and SHA-256: use -body to write it out.
 `
 
-const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) [-trail PATH] [flags]
+const dlRedeliverSynopsis = `Usage: grantretry deadletter redeliver DIR (ID... | -all) [-trail PATH]
+                                     [-rules FILE] [flags]
 
 Sends letters again, one after another, through a grantretry Transport with
 the default policy: same method, URL, headers, body, Idempotency-Key and
@@ -86,6 +87,13 @@ answer; any other is left in place and reported, and the command fails.
 A letter is marked in flight (DIR/ID.sending) before it is sent, and a
 failed redelivery is written into it: its attempts, its answer, and
 "ambiguous" when the funder may have applied it.
+
+-rules reads the funder's own rules (grantretry.Rule, as JSON, as
+'grantretry classify -rules' does). An ambiguous letter answered with one
+whose verdict is Applied (Simpler Grants.gov's 403 not_in_progress to an
+application already submitted) is delivered, since the funder has it: it
+is moved to DIR/redelivered, and its line says "already applied". The same
+answer to a letter that is not ambiguous is a refusal.
 
 SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
 is recorded on the trail and in the letter; the letters not tried are
@@ -349,6 +357,7 @@ type redeliverFlags struct {
 	dryRun   bool
 	timeout  time.Duration
 	trail    string
+	rules    string
 	creds    operator.Credentials
 }
 
@@ -361,6 +370,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included")
 	fs.StringVar(&f.trail, "trail", "", "the live file of the audit trail that records the redeliveries (default DIR/redelivered/"+defaultRedeliveryTrail+")")
+	fs.StringVar(&f.rules, "rules", "", "a JSON file of the funder's own rules (grantretry.Rule), which classify its answers")
 	fs.Var(operator.HeaderFlag{C: &f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
 	fs.Var(operator.HeaderEnvFlag{C: &f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
@@ -384,6 +394,12 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: errors.New("-early sends the letters named, one by one: it does not go with -all")}
 	case f.timeout <= 0:
 		return usageError{err: fmt.Errorf("-timeout %v: want a positive duration", f.timeout)}
+	}
+	var rules []grantretry.Rule
+	if f.rules != "" {
+		if rules, err = operator.ReadRules(f.rules); err != nil {
+			return err
+		}
 	}
 	open := openLettersToWrite
 	if f.dryRun {
@@ -411,7 +427,7 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client, closeIdle := newRedeliveryClient(f.creds.Header, tl, f.trustKey)
+	client, closeIdle := newRedeliveryClient(f.creds.Header, tl, f.trustKey, rules)
 	err = r.run(ctx, client, letters, failed)
 	closeIdle()
 	if cerr := tl.Close(); cerr != nil {
@@ -589,7 +605,8 @@ func (r redeliverer) interrupted(ctx context.Context, left []*grantretry.Letter,
 		context.Cause(ctx), failed+len(left), countNoun(total, "letter"), len(left), r.d.Path())
 }
 
-// one redelivers l and, if it was answered 1xx-3xx, marks it redelivered.
+// one redelivers l and, if it was delivered (deadletter.Delivered: answered
+// 1xx-3xx, reconciled, or already applied), marks it redelivered.
 // The directory records the send (deadletter.Dir.Redeliver): in flight
 // before it goes, and, if it fails, its attempts in the letter, which is
 // ambiguous from then on if the funder may have applied it.
@@ -626,7 +643,7 @@ func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	rec := operator.RedeliveryRecord(resp, "grantretry deadletter redeliver, on the audit trail "+r.f.trail)
-	if resp.StatusCode >= 400 && !deadletter.Reconciled(resp) {
+	if !deadletter.Delivered(resp) {
 		if now, gerr := r.d.Get(l.ID); gerr == nil && now.Ambiguous && !l.Ambiguous {
 			where += ", now ambiguous: the funder may have it"
 		}
@@ -646,11 +663,15 @@ func (r redeliverer) one(ctx context.Context, client *http.Client, l *grantretry
 // operator's headers to a clone of each request, and follows no redirect,
 // which would carry those headers to another host. Unless trustKey, an
 // attempt that may have been applied is not sent again: the Transport's
-// reconciler, operator.CannotAsk, cannot tell.
-func newRedeliveryClient(creds http.Header, tl *trail.Trail, trustKey bool) (*http.Client, func()) {
+// reconciler, operator.CannotAsk, cannot tell. rules, if any, classify
+// the funder's answers first (grantretry.ClassifyRules).
+func newRedeliveryClient(creds http.Header, tl *trail.Trail, trustKey bool, rules []grantretry.Rule) (*http.Client, func()) {
 	opts := []grantretry.Option{grantretry.WithAuditTrail(tl)}
 	if !trustKey {
 		opts = append(opts, grantretry.WithReconciler(operator.CannotAsk))
+	}
+	if len(rules) > 0 {
+		opts = append(opts, grantretry.WithClassifier(grantretry.ClassifyRules(rules...)))
 	}
 	tr := grantretry.New(nil, opts...)
 	return &http.Client{

@@ -84,6 +84,7 @@ func TestDispositionTableListsEachStopReasonWhereCallsEndWithIt(t *testing.T) {
 		{"success", funder(200), func() *http.Request { return put(strings.NewReader("x")) }, "succeeded/success"},
 		{"refusal", funder(422), func() *http.Request { return put(strings.NewReader("x")) }, "failed_terminal/terminal"},
 		{"outage", funder(503), func() *http.Request { return put(strings.NewReader("x")) }, "dead_letter/retries_exhausted"},
+		{"applied, after an ambiguous attempt", funder(502, 403), func() *http.Request { return put(strings.NewReader("x")) }, "succeeded/already_applied"},
 		{"body failing before the first attempt", funder(200), func() *http.Request {
 			req := put(io.MultiReader(strings.NewReader("x"), failingBody{}))
 			req.ContentLength = -1
@@ -101,7 +102,12 @@ func TestDispositionTableListsEachStopReasonWhereCallsEndWithIt(t *testing.T) {
 		}, "dead_letter/body_read_failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := grantretry.New(c.inner, grantretry.WithClock(frozenClock{}), grantretry.WithBudget(2, time.Hour))
+			// A 403 says an earlier attempt was applied, as a funder's
+			// refusal of a duplicate does.
+			applied := grantretry.ClassifyRules(grantretry.Rule{Status: 403,
+				Verdict: grantretry.Classification{Applied: true, Reason: "applied:duplicate"}})
+			tr := grantretry.New(c.inner, grantretry.WithClock(frozenClock{}), grantretry.WithBudget(2, time.Hour),
+				grantretry.WithClassifier(applied))
 			resp, err := tr.RoundTrip(c.req())
 			var o grantretry.Outcome
 			if err != nil {

@@ -1,10 +1,13 @@
 package operator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,11 +46,15 @@ func Answer(rec deadletter.Redelivery) string {
 }
 
 // Redelivered is the line of a letter the funder now has, and says so
-// when nothing was sent because the reconciler found it there.
+// when nothing was sent because the reconciler found it there, or when
+// the funder answered that the letter's work was already applied.
 func Redelivered(l *grantretry.Letter, rec deadletter.Redelivery) string {
 	s := "redelivered " + LetterName(l) + ": " + Answer(rec)
-	if strings.HasPrefix(rec.Note, ReconciledNote) {
+	switch {
+	case strings.HasPrefix(rec.Note, ReconciledNote):
 		s += "; " + ReconciledNote
+	case strings.HasPrefix(rec.Note, AppliedNote):
+		s += "; " + AppliedNote
 	}
 	return s
 }
@@ -152,13 +159,20 @@ func NotSentAmbiguous(l *grantretry.Letter, why, askWith, where string) error {
 
 // RedeliveryRecord is the record of a redelivery that got resp, with the
 // redelivering Transport's outcome when it has one, and the note that a
-// reconciler answered for the funder.
+// reconciler answered for the funder, or that the funder answered that
+// the letter's work was already applied.
 func RedeliveryRecord(resp *http.Response, note string) deadletter.Redelivery {
-	if deadletter.Reconciled(resp) {
-		note = strings.Join(slices.DeleteFunc([]string{ReconciledNote, note}, func(s string) bool { return s == "" }), "; ")
+	out, ok := grantretry.OutcomeOf(resp)
+	first := ""
+	switch {
+	case deadletter.Reconciled(resp):
+		first = ReconciledNote
+	case ok && out.StopReason == grantretry.StopAlreadyApplied:
+		first = AppliedNote
 	}
+	note = strings.Join(slices.DeleteFunc([]string{first, note}, func(s string) bool { return s == "" }), "; ")
 	rec := deadletter.Redelivery{Status: resp.StatusCode, Note: note}
-	if out, ok := grantretry.OutcomeOf(resp); ok {
+	if ok {
 		rec.Disposition, rec.Attempts = out.Disposition, out.Attempts
 	}
 	return rec
@@ -167,6 +181,32 @@ func RedeliveryRecord(resp *http.Response, note string) deadletter.Redelivery {
 // ReconciledNote is the note of a redelivery that the reconciler answered:
 // nothing was sent.
 const ReconciledNote = "reconciled: the funder already has the submission; nothing was sent"
+
+// AppliedNote is the note of a redelivery that the funder answered with
+// its word that the letter's work was already applied
+// (grantretry.StopAlreadyApplied): the letter is delivered, whatever the
+// answer's status. fleet.Letters.Redeliver writes the same note.
+const AppliedNote = "already applied: the funder answered that an earlier attempt of the letter was applied"
+
+// ReadRules reads a JSON array of grantretry.Rule from path, as the
+// tools' -rules flag takes it, and refuses a set that
+// grantretry.CheckRules refuses.
+func ReadRules(path string) ([]grantretry.Rule, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rules []grantretry.Rule
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&rules); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON array of rules: %w", path, err)
+	}
+	if err := grantretry.CheckRules(rules...); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rules, nil
+}
 
 // errCannotAsk is CannotAsk's answer.
 var errCannotAsk = errors.New("grantretry: this command cannot ask the funder whether it has the submission: redeliver from the pipeline, with its reconciler, or pass -trust-key if the funder honours Idempotency-Key")

@@ -133,6 +133,13 @@ A letter answered 1xx-3xx is marked redelivered, with a record of the
 answer; any other is released to be claimed again and reported, and the
 command fails.
 
+-rules reads the funder's own rules (grantretry.Rule, as JSON, as
+'grantretry classify -rules' does). An ambiguous letter answered with one
+whose verdict is Applied (Simpler Grants.gov's 403 not_in_progress to an
+application already submitted) is delivered, since the funder has it: it
+is marked redelivered, and its line says "already applied". The same
+answer to a letter that is not ambiguous is a refusal.
+
 SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
 is recorded on the fleet's trail and which is released (ambiguous when
 the funder may have it); the letters not tried are listed, and the
@@ -240,6 +247,7 @@ type redeliverFlags struct {
 	dryRun   bool
 	worker   string
 	timeout  time.Duration
+	rules    string
 	creds    operator.Credentials
 }
 
@@ -252,6 +260,7 @@ func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
 	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
 	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included; its lease is this and a quarter more")
+	fs.StringVar(&f.rules, "rules", "", "a JSON file of the funder's own rules (grantretry.Rule), which classify its answers")
 	fs.Var(operator.HeaderFlag{C: &f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
 	fs.Var(operator.HeaderEnvFlag{C: &f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
 	return f
@@ -285,6 +294,12 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	case f.timeout <= 0:
 		return usagef("redeliver: -timeout %v: want a positive duration", f.timeout)
 	}
+	var rules []grantretry.Rule
+	if f.rules != "" {
+		if rules, err = operator.ReadRules(f.rules); err != nil {
+			return fmt.Errorf("redeliver: -rules: %w", err)
+		}
+	}
 	if f.worker == "" {
 		host, _ := os.Hostname()
 		f.worker = fmt.Sprintf("grantretry-fleet-%s-%d", host, os.Getpid())
@@ -295,7 +310,7 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	r := &redeliverer{f: f, letters: fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.timeout))), stdout: stdout, stderr: stderr}
+	r := &redeliverer{f: f, rules: rules, letters: fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.timeout))), stdout: stdout, stderr: stderr}
 	if f.all {
 		waiting, err := r.letters.List(ctx)
 		if noTable(err) {
@@ -353,6 +368,7 @@ func dedupe(ids []string) []string {
 // and reports on each.
 type redeliverer struct {
 	f       *redeliverFlags
+	rules   []grantretry.Rule // -rules, which classify the funder's answers
 	letters *fleet.Letters
 	client  *http.Client
 	stdout  io.Writer
@@ -373,6 +389,9 @@ func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(
 		// An attempt that may have been applied is not sent again: this
 		// command cannot ask the funder.
 		opts = append(opts, grantretry.WithReconciler(operator.CannotAsk))
+	}
+	if len(r.rules) > 0 {
+		opts = append(opts, grantretry.WithClassifier(grantretry.ClassifyRules(r.rules...)))
 	}
 	tp := grantretry.New(nil, opts...)
 	r.client = &http.Client{
