@@ -155,10 +155,9 @@ func TestCoordinatorStaleSuccessesDoNotRefillTheBucket(t *testing.T) {
 
 // At a funder failing a few calls in a hundred, a process's last success
 // usually comes before some other process's latest withdrawal: its
-// deposit still adds what the bucket lacked when the successes came.
-// Until 2026-12-01 such a deposit was dropped whole, and the shared
-// bucket let a third as many retries through as one process's at 5% of
-// calls failing.
+// deposit still adds what the bucket lacked when the successes came. A
+// deposit dropped whole would let the shared bucket through a third as
+// many retries as one process's, at 5% of calls failing.
 func TestCoordinatorDepositAfterALaterWithdrawalStillCounts(t *testing.T) {
 	pool := newPool(t)
 	cos, hs := threeProcesses(t, pool)
