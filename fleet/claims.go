@@ -145,9 +145,11 @@ func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 }
 
 // ClaimIDs leases the letters named by ids to worker, those that wait and
-// are not leased to another worker, due or not (Redeliver refuses one not
-// yet due, unless its context comes from deadletter.SendEarly); the others
-// are left out of the result, as Claim leaves out what it cannot take.
+// are not leased to another worker, due or not, late or not: Redeliver
+// refuses one not yet due, unless its context comes from
+// deadletter.SendEarly, and a late one (deadletter.Late), unless it comes
+// from deadletter.SendLate, releasing it as it was. The others are left
+// out of the result, as Claim leaves out what it cannot take.
 func (s *Letters) ClaimIDs(ctx context.Context, worker string, ids []string) ([]*Claim, error) {
 	rows, err := s.pool.Query(ctx, claimSQL(`id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())`),
 		worker, s.cfg.lease, ids)
