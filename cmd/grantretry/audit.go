@@ -51,20 +51,20 @@ names the first broken record and exits 1.
 const auditTraceSynopsis = `Usage: grantretry audit trace FILE...
            (-correlation ID | -submission ID | -key KEY)
 
-Verifies the trail, then reconstructs every logical call that matches the
-one selector given, in the time order of their first records, each call's
-records together: its ids, the request (method, host, path) and payload
-hash, a table with one row per attempt (time, status, verdict, wait,
-latency, error) and the final disposition, with the funder's time
-(not before) of a call that ended owed_later, and the closing time (due by)
-of a call made under one and whether it was late. A dead letter sent again
-(grantretry deadletter redeliver, or deadletter.Redeliver through a
-Transport with the same trail) is a call of its own, after the call that
-left the letter, and says which letter it redelivers, even when it began
-before that call's disposition was written. Text from a funder or a caller
-is shown with its control characters escaped (\x1b), never as they are.
-Exits 1 if no call matches or the chain is broken (the calls read before
-the break are still printed).
+Verifies the trail, then reconstructs every logical call that matches
+the one selector given, in the time order of their first records, each
+call's records together: its ids, the request (method, host, path) and
+payload hash, a table with one row per attempt (time, status, verdict,
+wait, latency, error) and the final disposition, with the funder's time
+(not before) of a call that ended owed_later, and the closing time (due
+by) of a call made under one and whether it was late. A dead letter sent
+again (grantretry deadletter redeliver, or deadletter.Redeliver through
+a Transport with the same trail) is a call of its own, after the call
+that left the letter, and says which letter it redelivers, even when it
+began before that call's disposition was written. Text from a funder or
+a caller is shown with its control characters escaped (\x1b), never as
+they are. Exits 1 if no call matches or the chain is broken (the calls
+read before the break are still printed).
 `
 
 // runAudit runs "grantretry audit": verify or trace.
