@@ -246,6 +246,17 @@ type call struct {
 //     the host's NotBefore: until that time, or, when the funder gave
 //     none, all but one call per WithBreakerProbe interval, whose answer
 //     that is not owed ends the quota. [FleetQuota] shares it in a fleet.
+//   - Already applied. A verdict that the funder already did the work
+//     ([Classification.Applied]) is never retried. After an ambiguous
+//     attempt of the same call, or on the redelivery of an ambiguous
+//     letter ([WithLetter]), it is the funder's word that the earlier
+//     attempt landed: the call ends [Succeeded] ([StopAlreadyApplied]),
+//     not ambiguous, and the caller gets the answer with a nil error; with
+//     a reconciler ([WithReconciler]) and an Idempotency-Key, the
+//     reconciler is asked once first, and a record it returns is what the
+//     caller gets instead. Otherwise nothing the call sent could have been
+//     applied before: the answer is a refusal, [FailedTerminal]. The
+//     breaker and the throttle take it as any refusal.
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the

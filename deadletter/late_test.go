@@ -212,3 +212,47 @@ func TestDeadLetterOfVersion3ReadsWithoutDueBy(t *testing.T) {
 		t.Errorf("funder got %d requests, want 1", len(keys))
 	}
 }
+
+// A redelivery refused by an open breaker after the letter's closing time
+// (on the Transport's Clock) sends nothing, but is late: the letter says
+// so from then on.
+func TestDirRedeliverCircuitOpenAfterTheClosingTimeMakesTheLetterLate(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	due := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	tr := grantretry.New(nil, grantretry.WithClock(clockAt{due.Add(time.Minute)}),
+		grantretry.WithBudget(0, time.Hour), grantretry.WithBreaker(1, time.Hour))
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	resp, err := client.Post(srv.URL+"/v1/other", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	l := ledgerLetter(srv.URL)
+	l.DueBy = due
+	d := seedDir(t, l)
+	resp, err = d.Redeliver(context.Background(), client, l.ID, nil)
+	var ge *grantretry.Error
+	if resp != nil || !errors.As(err, &ge) || ge.Disposition != grantretry.CircuitOpen || ge.Attempts != 0 || !ge.Late {
+		t.Fatalf("redelivery: %v, %v; want circuit_open, late, nothing sent", resp, err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("funder got %d requests, want 1", n)
+	}
+	got, err := d.Get(l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Late || !got.DueBy.Equal(due) || got.Attempts != l.Attempts || got.Ambiguous {
+		t.Errorf("letter %+v; want late, due by %v, its attempts, not ambiguous", got, due)
+	}
+	resp, err = d.Redeliver(context.Background(), client, l.ID, nil)
+	if resp != nil || !errors.Is(err, deadletter.ErrLate) {
+		t.Errorf("next redelivery: %v, %v; want ErrLate", resp, err)
+	}
+}

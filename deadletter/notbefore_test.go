@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,5 +170,57 @@ func TestDirRedeliverOwedAgainKeepsTheNewTime(t *testing.T) {
 	}
 	if got.NotBefore.Before(start.Add(9 * time.Hour)) {
 		t.Errorf("NotBefore %v, want about 10 h from %v", got.NotBefore, start)
+	}
+}
+
+// A redelivery that a host in quota holds sends nothing, but the funder's
+// time it is held to is the letter's from then on: the next run waits for
+// it rather than picking the letter again.
+func TestDirRedeliverHeldByAQuotaKeepsTheHostsTime(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Retry-After", "36000")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	tr := grantretry.New(nil)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	start := time.Now()
+	resp, err := client.Post(srv.URL+"/v1/other", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if o, ok := grantretry.OutcomeOf(resp); !ok || o.StopReason != grantretry.StopOwedLater || o.NotBefore.IsZero() {
+		t.Fatalf("first call: %+v; want owed_later with a NotBefore", o)
+	}
+	l := owedLetter(srv.URL, time.Now().Add(-time.Minute).Truncate(time.Second).UTC())
+	d := seedDir(t, l)
+	resp, err = d.Redeliver(context.Background(), client, l.ID, nil)
+	var ge *grantretry.Error
+	if resp != nil || !errors.As(err, &ge) || ge.StopReason != grantretry.StopOwedLater || ge.Attempts != 0 {
+		t.Fatalf("redelivery: %v, %v; want it held, nothing sent", resp, err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("funder got %d requests, want 1", n)
+	}
+	got, err := d.Get(l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.NotBefore.Equal(ge.NotBefore) || got.NotBefore.Before(start.Add(9*time.Hour)) {
+		t.Errorf("letter NotBefore %v, want the host's %v, about 10 h from %v", got.NotBefore, ge.NotBefore, start)
+	}
+	if got.Attempts != l.Attempts || got.Ambiguous || got.Late {
+		t.Errorf("letter %+v; want its attempts, not ambiguous, not late", got)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), l.ID+".sending")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("letter marked in flight: %v", err)
+	}
+	resp, err = d.Redeliver(context.Background(), client, l.ID, nil)
+	if resp != nil || !errors.Is(err, deadletter.ErrNotYet) {
+		t.Errorf("next redelivery: %v, %v; want ErrNotYet", resp, err)
 	}
 }

@@ -58,10 +58,15 @@ type sendingMark struct {
 //     redelivery the Transport judged late ([grantretry.Outcome].Late)
 //     makes the letter Late. The file is replaced whole, atomically; its
 //     body and key never change. A redelivery that sent nothing leaves
-//     the letter as it was: a letter refused, a reconciler that could not
-//     tell, a context done before the send set out, a client whose error
-//     matches [grantretry.ErrNotSent], or one whose [http.Transport] asked
-//     for a connection and never got one.
+//     the letter's attempts, status and ambiguity as they were: a letter
+//     refused, a reconciler that could not tell, a context done before
+//     the send set out, a client whose error matches
+//     [grantretry.ErrNotSent], or one whose [http.Transport] asked for a
+//     connection and never got one. But a Transport's word on it still
+//     counts: a call its host's quota held ([grantretry.StopOwedLater]
+//     with nothing sent) gives the letter the host's NotBefore, when it
+//     has one, so that it is not due before then, and a call judged late
+//     (a breaker open after the letter's DueBy) makes it Late.
 //   - A redelivery that delivered the letter (see Delivered: answered
 //     1xx-3xx, found at the funder by the reconciler, or ended
 //     [grantretry.Succeeded] by the Transport, as one answered that the
@@ -270,8 +275,33 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 		if werr := d.replaceLetter(l); werr != nil {
 			return werr
 		}
+	} else if sent.known && heldOrLate(l, sent.out) {
+		if werr := d.replaceLetter(l); werr != nil {
+			return werr
+		}
 	}
 	return d.unmarkSending(l.ID)
+}
+
+// heldOrLate writes into l what a redelivery that sent nothing still
+// says of it, and reports whether that changed l: a host in quota that
+// held it gives the funder's newest time, when it has one, as its
+// NotBefore, and one judged late (a breaker open past its closing time,
+// a hold that ends after it) makes it Late.
+func heldOrLate(l *grantretry.Letter, out grantretry.Outcome) bool {
+	changed := false
+	if out.StopReason == grantretry.StopOwedLater && !out.NotBefore.IsZero() && !out.NotBefore.Equal(l.NotBefore) {
+		l.NotBefore = out.NotBefore
+		changed = true
+	}
+	if out.Late && !l.Late {
+		l.Late = true
+		changed = true
+	}
+	if changed {
+		l.Version = grantretry.LetterVersion
+	}
+	return changed
 }
 
 // sendResult is what a failed redelivery did: whether any request may

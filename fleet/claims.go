@@ -145,9 +145,11 @@ func collectClaims(rows pgx.Rows, worker string) ([]*Claim, error) {
 }
 
 // ClaimIDs leases the letters named by ids to worker, those that wait and
-// are not leased to another worker, due or not (Redeliver refuses one not
-// yet due, unless its context comes from deadletter.SendEarly); the others
-// are left out of the result, as Claim leaves out what it cannot take.
+// are not leased to another worker, due or not, late or not: Redeliver
+// refuses one not yet due, unless its context comes from
+// deadletter.SendEarly, and a late one (deadletter.Late), unless it comes
+// from deadletter.SendLate, releasing it as it was. The others are left
+// out of the result, as Claim leaves out what it cannot take.
 func (s *Letters) ClaimIDs(ctx context.Context, worker string, ids []string) ([]*Claim, error) {
 	rows, err := s.pool.Query(ctx, claimSQL(`id = ANY($3) AND state = 'waiting' AND (lease_until IS NULL OR lease_until < clock_timestamp())`),
 		worker, s.cfg.lease, ids)
@@ -194,7 +196,7 @@ func (s *Letters) Release(ctx context.Context, c *Claim) error {
 // have reached the funder, which marks the letter ambiguous and, if it
 // had none, gives it the send's start as its first attempt. A non-nil
 // notBefore is the funder's new time for a letter it owes for later
-// again: the letter's not_before, and the column's, so that Claim leaves
+// again, or its host's quota holds: the letter's not_before, and the column's, so that Claim leaves
 // it until then. late says a send of it under c was late
 // (grantretry.Outcome.Late): the letter's late is set, and the column's,
 // so that Claim leaves it without the explicit choice.
@@ -221,6 +223,9 @@ func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore
 	}
 	c.Letter.Ambiguous = ambiguous
 	c.Letter.Late = c.Letter.Late || late
+	if notBefore != nil {
+		c.Letter.NotBefore = *notBefore
+	}
 	if len(first) > 0 {
 		json.Unmarshal(first, &c.Letter.FirstAttempt) // written by PutDeadLetter or sentLetterSQL: valid
 	}
@@ -295,7 +300,10 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // closing time: deadletter.Late), unless ctx comes from
 // deadletter.SendLate: it is released as it was, and the error matches
 // deadletter.ErrLate. A redelivery the Transport judges late (its
-// closing time is the letter's DueBy) makes the letter late.
+// closing time is the letter's DueBy) makes the letter late, and one its
+// host's quota holds (grantretry.StopOwedLater, nothing sent) gives the
+// letter the host's NotBefore, when it has one, as one owed again does:
+// Claim leaves it until then.
 // The error of a cut send matches ErrLeaseLost and the context's error.
 func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, reconcile grantretry.ReconcileFunc) (deadletter.Redelivery, error) {
 	if c == nil || c.Letter == nil {
@@ -310,8 +318,14 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
 		var gerr *grantretry.Error
-		late := errors.As(err, &gerr) && gerr.Late
-		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), nil, late)
+		late, notBefore := false, (*time.Time)(nil)
+		if errors.As(err, &gerr) {
+			late = gerr.Late
+			if gerr.StopReason == grantretry.StopOwedLater && !gerr.NotBefore.IsZero() {
+				notBefore = &gerr.NotBefore // a host in quota held it: not claimed before the host's time
+			}
+		}
+		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), notBefore, late)
 		switch {
 		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}

@@ -156,3 +156,56 @@ func TestRedeliveryLateAgainMakesTheLetterLate(t *testing.T) {
 		t.Errorf("Claim after a late redelivery: %d, %v; want none", len(again), err)
 	}
 }
+
+// A redelivery refused by an open breaker after the letter's closing time
+// (on the Transport's Clock) sends nothing, but is late: the letter is
+// released late, and Claim leaves it from then on.
+func TestRedeliveryCircuitOpenAfterTheClosingTimeMakesTheLetterLate(t *testing.T) {
+	pool := newPool(t)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	due := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	tr := grantretry.New(nil, grantretry.WithClock(fixedClock{due.Add(time.Minute)}),
+		grantretry.WithBudget(0, time.Hour), grantretry.WithBreaker(1, time.Hour))
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	resp, err := client.Post(srv.URL+"/other", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := NewLetters(pool, WithLimit(5*time.Second))
+	ctx := context.Background()
+	l := testLetter(srv.URL, 1)
+	l.DueBy = due
+	if err := s.PutDeadLetter(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := s.Claim(ctx, "w", 1)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("Claim: %d, %v", len(claims), err)
+	}
+	_, err = s.Redeliver(ctx, claims[0], client, nil)
+	var ge *grantretry.Error
+	if !errors.As(err, &ge) || ge.Disposition != grantretry.CircuitOpen || ge.Attempts != 0 || !ge.Late {
+		t.Fatalf("Redeliver: %v; want circuit_open, late, nothing sent", err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("funder got %d requests, want 1", n)
+	}
+	got, _, err := s.Get(ctx, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Late || !got.DueBy.Equal(due) || got.Ambiguous || got.Attempts != l.Attempts {
+		t.Errorf("letter %+v; want late, due by %v, its attempts, not ambiguous", got, due)
+	}
+	again, err := s.Claim(ctx, "w", 1)
+	if err != nil || len(again) != 0 {
+		t.Errorf("Claim after a late redelivery: %d, %v; want none", len(again), err)
+	}
+}

@@ -51,18 +51,20 @@ names the first broken record and exits 1.
 const auditTraceSynopsis = `Usage: grantretry audit trace FILE...
            (-correlation ID | -submission ID | -key KEY)
 
-Verifies the trail, then reconstructs every logical call that matches the
-one selector given, in the time order of their first records, each call's
-records together: its ids, the request (method, host, path) and payload
-hash, a table with one row per attempt (time, status, verdict, wait,
-latency, error) and the final disposition. A dead letter sent again
-(grantretry deadletter redeliver, or deadletter.Redeliver through a
-Transport with the same trail) is a call of its own, after the call that
-left the letter, and says which letter it redelivers, even when it began
-before that call's disposition was written. Text from a funder or a caller
-is shown with its control characters escaped (\x1b), never as they are.
-Exits 1 if no call matches or the chain is broken (the calls read before
-the break are still printed).
+Verifies the trail, then reconstructs every logical call that matches
+the one selector given, in the time order of their first records, each
+call's records together: its ids, the request (method, host, path) and
+payload hash, a table with one row per attempt (time, status, verdict,
+wait, latency, error) and the final disposition, with the funder's time
+(not before) of a call that ended owed_later, and the closing time (due
+by) of a call made under one and whether it was late. A dead letter sent
+again (grantretry deadletter redeliver, or deadletter.Redeliver through
+a Transport with the same trail) is a call of its own, after the call
+that left the letter, and says which letter it redelivers, even when it
+began before that call's disposition was written. Text from a funder or
+a caller is shown with its control characters escaped (\x1b), never as
+they are. Exits 1 if no call matches or the chain is broken (the calls
+read before the break are still printed).
 `
 
 // runAudit runs "grantretry audit": verify or trace.
@@ -390,6 +392,7 @@ func (tc *tracedCall) writeDisposition(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  elapsed\t%s\n", fieldText(f[grantretry.FieldElapsed]))
 	fmt.Fprintf(tw, "  last status\t%s (%s)\n", fieldText(f[grantretry.FieldStatus]), fieldText(f[grantretry.FieldReason]))
+	writeOwedTimes(tw, f)
 	for _, k := range []string{grantretry.FieldError, grantretry.FieldDeadLetterID, grantretry.FieldRecordError} {
 		if v := fieldText(f[k]); v != "" {
 			fmt.Fprintf(tw, "  %s\t%s\n", strings.ReplaceAll(k, "_", " "), v)
@@ -397,6 +400,33 @@ func (tc *tracedCall) writeDisposition(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  record\t%s line %d, seq %d\n", filepath.Base(d.File), d.Line, d.Seq)
 	tw.Flush()
+}
+
+// writeOwedTimes prints the times of a disposition that has them: the
+// funder's NotBefore of a call that ended owed_later, and the closing time
+// of a call made under one, with whether it was late.
+func writeOwedTimes(w io.Writer, f map[string]any) {
+	if nb, ok := f[grantretry.FieldNotBefore]; ok {
+		fmt.Fprintf(w, "  not before\t%s\n", notSaid(fieldText(nb)))
+	}
+	if due, ok := f[grantretry.FieldDueBy]; ok {
+		fmt.Fprintf(w, "  due by\t%s\n", fieldText(due))
+	}
+	if late, ok := f[grantretry.FieldLate]; ok {
+		what := "no"
+		if rawText(late) == "true" {
+			what = "yes: the work is still owed after its closing time"
+		}
+		fmt.Fprintf(w, "  late\t%s\n", what)
+	}
+}
+
+// notSaid is s, the funder's NotBefore, or what its absence means.
+func notSaid(s string) string {
+	if s == "" {
+		return "not said by the funder (a quota: one call probes per probe interval)"
+	}
+	return s
 }
 
 // fieldText renders a field value as the record has it, safe on a

@@ -511,3 +511,56 @@ func TestAuditTraceKeepsARedeliveryApartFromTheCallThatLeftItsLetter(t *testing.
 		t.Errorf("the second call should be the redelivery, with its attempt and disposition:\n%s", second)
 	}
 }
+
+// A call made under a closing time shows it, and whether the call was
+// late; one that ended owed_later shows the funder's time. A call with
+// neither shows none of them. (The call that ends owed comes last: it
+// puts the host in quota.)
+func TestAuditTraceShowsClosingTimeAndNotBefore(t *testing.T) {
+	path, funder, client := newTrailClient(t,
+		grantretry.WithBudget(1, 2*time.Second), grantretry.WithoutBreaker(), grantretry.WithoutRetryThrottle())
+	funder.answers["corr-plain"] = []int{201}
+	makeCall(t, client, "corr-plain", "GRANT-2026-0014")
+	due := time.Date(2026, 11, 30, 9, 0, 1, 0, time.UTC)
+	funder.answers["corr-owed"] = []int{http.StatusTooManyRequests} // Retry-After: 3, past the deadline
+	ctx := grantretry.WithClosingTime(grantretry.WithSubmissionID(context.Background(), "GRANT-2026-0013"), due)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://grants.example.gov/v1/applications", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(grantretry.HeaderCorrelationID, "corr-owed")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	o, _ := grantretry.OutcomeOf(resp)
+	if o.StopReason != grantretry.StopOwedLater || !o.Late || o.NotBefore.IsZero() {
+		t.Fatalf("outcome %+v; want owed_later, late, with a NotBefore", o)
+	}
+
+	out, err := runAuditArgs("trace", path, "--correlation", "corr-owed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"stop reason owed_later",
+		"not before " + o.NotBefore.UTC().Format(time.RFC3339Nano),
+		"due by " + due.Format(time.RFC3339Nano),
+		"late yes: the work is still owed after its closing time",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("trace lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runAuditArgs("trace", path, "--correlation", "corr-plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, not := range []string{"not before", "due by", "late"} {
+		if strings.Contains(out, "  "+not+" ") {
+			t.Errorf("trace of a call without a closing time shows %q:\n%s", not, out)
+		}
+	}
+}

@@ -114,3 +114,29 @@ func TestDeadLetterRedeliverOfALateLetterNeedsLate(t *testing.T) {
 		t.Errorf("funder got %d requests, want 1", requests)
 	}
 }
+
+// A dry run of a late or not-yet-due letter named one by one says it
+// would be refused, and why, and exits 1, as the send would; -late and
+// -early plan them.
+func TestDeadLetterRedeliverDryRunRefusesANamedLateOrNotYetDueLetter(t *testing.T) {
+	past := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
+	until := time.Now().Add(2 * time.Hour).Truncate(time.Second).UTC()
+	dir := dlSeed(t,
+		dlLate("L-late", "https://funder.example/a", past, false),
+		dlOwed("L-owed", "https://funder.example/a", until))
+	for _, tc := range []struct {
+		id, flag, why string
+	}{
+		{"L-late", "-late", "was due by " + past.Format(time.RFC3339) + ", and is late"},
+		{"L-owed", "-early", "not due until " + until.Format(time.RFC3339)},
+	} {
+		stdout, stderr, err := dlRun("redeliver", dir, tc.id, "-dry-run")
+		if !isFailure(err) || !strings.Contains(stderr, tc.why) || !strings.Contains(stderr, tc.flag) || strings.Contains(stdout, "dry run") {
+			t.Errorf("dry run of %s: %v\nstdout %s\nstderr %s\nwant it refused: %q, and %s", tc.id, err, stdout, stderr, tc.why, tc.flag)
+		}
+		stdout, _, err = dlRun("redeliver", dir, tc.id, "-dry-run", tc.flag)
+		if err != nil || !strings.Contains(stdout, "letter "+tc.id+" (dry run: nothing sent)") {
+			t.Errorf("dry run of %s with %s: %v\n%s", tc.id, tc.flag, err, stdout)
+		}
+	}
+}

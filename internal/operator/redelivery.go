@@ -126,8 +126,12 @@ func Late(l *grantretry.Letter) string {
 // (deadletter.ErrLate); flag names the flag that sends it anyway, where
 // says where the letter is left.
 func NotSentLate(l *grantretry.Letter, flag, where string) error {
-	return fmt.Errorf("%s not sent: it %s, and is late: send it only if the funder agreed to take it late, with %s; %s",
-		LetterName(l), dueByText(l), flag, where)
+	why := "it is late" // judged late, with no closing time to name
+	if !l.DueBy.IsZero() {
+		why = "it " + dueByText(l) + ", and is late"
+	}
+	return fmt.Errorf("%s not sent: %s: send it only if the funder agreed to take it late, with %s; %s",
+		LetterName(l), why, flag, where)
 }
 
 // NotDue is the line of a letter a run over every letter left for later:

@@ -39,8 +39,10 @@ record's own time, as its process's clock read it; records of the same time
 in chain order), so a redelivery made by another process follows the call
 that left its letter. The records of a redelivery (deadletter redeliver, or
 fleet.Letters.Redeliver through a Transport on the trail) name the letter
-they send again: "redelivers dead letter ID". Exits 1 if none matches or a
-chain is broken.
+they send again: "redelivers dead letter ID". A disposition shows the
+funder's time of a call that ended owed_later (not_before), and the closing
+time of a call made under one (due_by) and whether it was late. Exits 1 if
+none matches or a chain is broken.
 `
 
 func runAudit(args []string, stdout io.Writer) error {
@@ -177,17 +179,25 @@ func writeTrace(w io.Writer, recs []fleet.TrailRecord) {
 
 // detail is the fields an operator reads first: the letter a redelivery
 // sends again, the attempt's status and verdict, the disposition and its
-// reason. Each value is escaped: an error or a reason can carry a
-// funder's text, and a letter's id a caller's.
+// reason, the funder's time of a call that ended owed_later (not_before,
+// "not_said" when the funder gave none), and the closing time of a call
+// made under one and whether it was late. Each value is escaped: an
+// error or a reason can carry a funder's text, and a letter's id a
+// caller's.
 func detail(f map[string]any) string {
 	var parts []string
 	if id := fmt.Sprint(f[grantretry.FieldRedelivers]); f[grantretry.FieldRedelivers] != nil && id != "" {
 		parts = append(parts, "redelivers dead letter "+escaped(id))
 	}
 	for _, k := range []string{grantretry.FieldAttempt, grantretry.FieldStatus, grantretry.FieldReason, grantretry.FieldError,
-		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldDeadLetterID} {
-		if v, ok := f[k]; ok && fmt.Sprint(v) != "" {
+		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldNotBefore,
+		grantretry.FieldDueBy, grantretry.FieldLate, grantretry.FieldDeadLetterID} {
+		v, ok := f[k]
+		switch {
+		case ok && fmt.Sprint(v) != "":
 			parts = append(parts, k+"="+escaped(fmt.Sprint(v)))
+		case ok && k == grantretry.FieldNotBefore:
+			parts = append(parts, k+"=not_said")
 		}
 	}
 	return dashIfEmpty(strings.Join(parts, " "))

@@ -238,3 +238,46 @@ func TestAuditTracePrintsRecordsOfAllWritersInTimeOrder(t *testing.T) {
 		}
 	}
 }
+
+// A disposition made under a closing time shows it and whether the call
+// was late; one that ended owed_later shows the funder's time, or that it
+// said none.
+func TestAuditTraceShowsClosingTimeAndNotBefore(t *testing.T) {
+	dsn, pool := newDB(t)
+	ctx := context.Background()
+	tr, err := fleet.NewTrail(ctx, pool, fleet.WithLimit(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	funder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "36000")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer funder.Close()
+	due := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	req, _ := http.NewRequestWithContext(grantretry.WithClosingTime(grantretry.WithSubmissionID(ctx, "GRANT-31"), due),
+		http.MethodPost, funder.URL, strings.NewReader("{}"))
+	resp, err := grantretry.New(nil, grantretry.WithAuditTrail(tr)).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	o, _ := grantretry.OutcomeOf(resp)
+	if o.StopReason != grantretry.StopOwedLater || !o.Late || o.NotBefore.IsZero() {
+		t.Fatalf("outcome %+v; want owed_later, late, with a NotBefore", o)
+	}
+
+	code, out, errOut := runCLI("audit", "trace", "-pg", dsn, "-submission", "GRANT-31")
+	if code != exitOK {
+		t.Fatalf("trace: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"not_before=" + o.NotBefore.UTC().Format(time.RFC3339Nano),
+		"due_by=" + due.Format(time.RFC3339Nano),
+		"late=true",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace output lacks %s:\n%s", want, out)
+		}
+	}
+}

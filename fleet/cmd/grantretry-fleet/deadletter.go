@@ -523,8 +523,13 @@ func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
 	return nil
 }
 
+// planLeft is where a dry run leaves a letter it would not send.
+const planLeft = "it stays waiting in the database"
+
 // plan prints what redelivering the letters ids would send, claiming,
-// sending and recording nothing.
+// sending and recording nothing. A late letter (unless -late) or one not
+// yet due (unless -early) is refused, as the send would refuse it.
+
 func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 	failed := 0
 	for _, id := range ids {
@@ -536,6 +541,10 @@ func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 			err = fmt.Errorf("letter %s: there is no such letter in the database", id)
 		case err == nil && rec != nil:
 			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, operator.LetterState(rec)[len("redelivered "):])
+		case err == nil && !r.f.late && deadletter.Late(l, time.Now()):
+			err = operator.NotSentLate(l, "-late", planLeft) // as Letters.Redeliver would refuse it
+		case err == nil && !r.f.early && !deadletter.Due(l, time.Now()):
+			err = operator.NotSentNotDue(l, "-early", planLeft)
 		case err == nil:
 			err = operator.WritePlan(r.stdout, l, &r.f.creds)
 		}

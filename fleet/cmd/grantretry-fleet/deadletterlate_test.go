@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grantretry/grantretry"
 )
 
 // list puts the late letters first and marks them in the LATE column, as
@@ -73,5 +75,34 @@ func TestRedeliverSendsLateLettersOnlyWithLate(t *testing.T) {
 	}
 	if n := f.counts(); n[late.IdempotencyKey] != 1 || n[other.IdempotencyKey] != 1 {
 		t.Errorf("funder saw %v; want each late letter once", n)
+	}
+}
+
+// A dry run of a late or not-yet-due letter named one by one says it
+// would be refused, and why, and exits 1, as the send would (and as
+// grantretry's dry run does); -late and -early plan them.
+func TestRedeliverDryRunRefusesANamedLateOrNotYetDueLetter(t *testing.T) {
+	dsn, pool := newDB(t)
+	past := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
+	until := time.Now().Add(2 * time.Hour).Truncate(time.Second).UTC()
+	late, owed := testLetter("https://funder.example/submit", 0, false), testLetter("https://funder.example/submit", 1, false)
+	late.DueBy = past
+	owed.StopReason, owed.NotBefore = grantretry.StopOwedLater, until
+	putLetters(t, pool, late, owed)
+	for _, tc := range []struct {
+		id, flag, why string
+	}{
+		{late.ID, "-late", "was due by " + past.Format(time.RFC3339) + ", and is late"},
+		{owed.ID, "-early", "not due until " + until.Format(time.RFC3339)},
+	} {
+		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-dry-run", tc.id)
+		if code != exitFailure || !strings.Contains(errOut, tc.why) || !strings.Contains(errOut, tc.flag) ||
+			!strings.Contains(errOut, "it stays waiting") || strings.Contains(out, "dry run") {
+			t.Errorf("dry run of %s: exit %d\nstdout %s\nstderr %s\nwant it refused: %q, and %s", tc.id, code, out, errOut, tc.why, tc.flag)
+		}
+		code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-dry-run", tc.flag, tc.id)
+		if code != exitOK || !strings.Contains(out, "letter "+tc.id+" (dry run: nothing sent)") {
+			t.Errorf("dry run of %s with %s: exit %d\n%s%s", tc.id, tc.flag, code, out, errOut)
+		}
 	}
 }
