@@ -303,18 +303,19 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 	return c.askOnce(a)
 }
 
-// followsAmbiguous reports whether the call, before the attempt being
-// judged, made an attempt that may have been applied, or sends again a
-// dead letter whose last attempt may have been (WithLetter): an answer
-// that the request was applied then tells of that attempt. A reconciler's
-// answer clears Ambiguous, and it is asked only about an ambiguous
-// attempt, so a call that asked it made one, whatever it answered.
+// followsAmbiguous reports whether the answer being judged tells of an
+// earlier attempt that may have been applied: an ambiguous attempt of the
+// call (whatever a reconciler answered about it since), or, for the
+// redelivery of an ambiguous letter (WithLetter, WithReconcileFirst), the
+// letter's last attempt, when the request carries the letter's key. A
+// question asked before the first attempt of a redelivery is no attempt
+// of the call: it makes the call follow nothing ambiguous.
 func (c *call) followsAmbiguous() bool {
-	if c.out.Ambiguous || c.out.Reconciles > 0 {
+	if c.afterAmbiguous {
 		return true
 	}
 	m := redeliveryOf(c.req.Context())
-	return m != nil && m.ambiguous
+	return m != nil && m.ambiguous && m.key == c.out.IdempotencyKey
 }
 
 // askAlreadyApplied asks the reconciler once, without waiting, for the
@@ -348,7 +349,23 @@ func (c *call) askOnce(a sentAttempt) *http.Response {
 	}
 	ctx, cancel := context.WithCancelCause(c.callCtx())
 	timer := time.AfterFunc(left, func() { cancel(errCallDeadline) })
+	// A reconciler's panic goes on up (see askReconciler): the attempt's
+	// response, held for the caller, is released first, with the
+	// question's context.
+	answered := false
+	defer func() {
+		if answered {
+			return
+		}
+		timer.Stop()
+		cancel(nil)
+		if a.resp != nil {
+			closeResp(a.resp)
+		}
+		a.stop(true)
+	}()
 	resp, _ := c.reconcile(ctx)
+	answered = true
 	timer.Stop()
 	if resp == nil {
 		cancel(nil)
