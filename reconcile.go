@@ -311,7 +311,7 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 // question asked before the first attempt of a redelivery is no attempt
 // of the call: it makes the call follow nothing ambiguous.
 func (c *call) followsAmbiguous() bool {
-	if c.afterAmbiguous {
+	if c.anyAmbig {
 		return true
 	}
 	m := redeliveryOf(c.req.Context())

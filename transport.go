@@ -202,11 +202,7 @@ type call struct {
 	pendingCall bool         // the call's deadline expired while held
 	dlShard     uint8        // see dlAt
 	quota       uint8        // the attempt in flight is a quota's probe (see quota.go)
-	// An attempt of the call was ambiguous, whatever a reconciler said
-	// of it since: an answer that says applied tells of it (see
-	// followsAmbiguous). Here, not among the fields timerMu guards, for
-	// the padding.
-	afterAmbiguous bool
+	anyAmbig    bool         // an attempt of the call was ambiguous (see followsAmbiguous)
 	span        trace.Span   // the call's, nil without a tracer
 	auditShared *auditShared // made at the call's first audit line
 }
@@ -796,7 +792,7 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	// applied says nothing of an earlier one that may have been. An
 	// answer that the earlier one was applied is the funder's word.
 	ambiguous := a.ambiguous(v)
-	c.afterAmbiguous = c.afterAmbiguous || ambiguous
+	c.anyAmbig = c.anyAmbig || ambiguous
 	c.out.Ambiguous = (c.out.Ambiguous || ambiguous) && stop != StopAlreadyApplied
 	d.reconcile = d.retry && c.out.Ambiguous && c.pol.reconciler != nil && c.out.IdempotencyKey != ""
 	if logging {
