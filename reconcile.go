@@ -23,7 +23,9 @@ import (
 // an answer after an ambiguous attempt says that attempt was applied
 // ([Classification.Applied]): the call ends Succeeded with
 // [StopAlreadyApplied] whatever it answers, and a resp it returns is the
-// caller's in place of that answer. It returns (nil, nil) when the
+// caller's in place of that answer. That question is not asked once the
+// call's deadline has passed: the answer is the caller's as it is, the
+// call still Succeeded. It returns (nil, nil) when the
 // funder does not have it: the request is sent again. It returns (nil, err)
 // when it cannot tell: the Transport waits as for a transient failure and
 // asks again, within the same budget and deadline, and never resends in the
@@ -320,10 +322,11 @@ func (c *call) followsAmbiguous() bool {
 
 // askAlreadyApplied asks the reconciler once, without waiting, for the
 // funder's record of a call that ends [StopAlreadyApplied], when there is
-// one to ask and the call is keyed. It returns that record, after
-// discarding the attempt's response, or nil: the funder does not have it,
-// or the reconciler cannot tell, and the answer that says it was applied
-// is the caller's.
+// one to ask, the call is keyed and its deadline has not passed (askOnce
+// skips the question then). It returns that record, after discarding the
+// attempt's response, or nil: the funder does not have it, the reconciler
+// cannot tell, or it was not asked, and the answer that says it was
+// applied is the caller's, the call still succeeded.
 func (c *call) askAlreadyApplied(a sentAttempt) *http.Response {
 	if c.out.StopReason != StopAlreadyApplied || c.pol.reconciler == nil ||
 		c.out.IdempotencyKey == "" || c.callerErr() != nil {
