@@ -398,7 +398,7 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	var rules []grantretry.Rule
 	if f.rules != "" {
 		if rules, err = operator.ReadRules(f.rules); err != nil {
-			return err
+			return fmt.Errorf("-rules: %w", libError{err})
 		}
 	}
 	open := openLettersToWrite

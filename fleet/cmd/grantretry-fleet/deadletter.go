@@ -297,7 +297,7 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	var rules []grantretry.Rule
 	if f.rules != "" {
 		if rules, err = operator.ReadRules(f.rules); err != nil {
-			return fmt.Errorf("redeliver: -rules: %w", err)
+			return fmt.Errorf("redeliver: -rules: %w", libError{err})
 		}
 	}
 	if f.worker == "" {
