@@ -82,13 +82,13 @@ it again.
 
 Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
-A letter is delivered when it is answered 1xx-3xx, or when its outcome
-says succeeded (already applied, under -rules): it is moved to
-DIR/redelivered with a record of the answer. Any other is left in place
-and reported, and the command fails.
-A letter is marked in flight (DIR/ID.sending) before it is sent, and a
-failed redelivery is written into it: its attempts, its answer, and
-"ambiguous" when the funder may have applied it.
+
+A letter is delivered when it is answered 1xx-3xx, or when its outcome says
+succeeded (already applied, under -rules): it is moved to DIR/redelivered
+with a record of the answer. Any other is left in place and reported, and
+the command fails. A letter is marked in flight (DIR/ID.sending) before it
+is sent, and a failed redelivery is written into it: its attempts, its
+answer, and "ambiguous" when the funder may have applied it.
 
 -rules reads the funder's own rules (grantretry.Rule, as JSON, as
 'grantretry classify -rules' does). An ambiguous letter, which this command

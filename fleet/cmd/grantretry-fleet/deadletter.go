@@ -129,10 +129,11 @@ redelivered meanwhile are left to it.
 
 Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
-A letter is delivered when it is answered 1xx-3xx, or when its outcome
-says succeeded (already applied, under -rules): it is marked redelivered,
-with a record of the answer. Any other is released to be claimed again
-and reported, and the command fails.
+
+A letter is delivered when it is answered 1xx-3xx, or when its outcome says
+succeeded (already applied, under -rules): it is marked redelivered, with a
+record of the answer. Any other is released to be claimed again and
+reported, and the command fails.
 
 -rules reads the funder's own rules (grantretry.Rule, as JSON, as
 'grantretry classify -rules' does). An ambiguous letter, which this command
