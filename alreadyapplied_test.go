@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jarcoal/httpmock"
+	"go.uber.org/goleak"
 )
 
 // notInProgress is the body of Simpler Grants.gov's answer to the submit
@@ -268,12 +269,13 @@ func TestAppliedAnswerToTheRedeliveryOfAnAmbiguousLetter(t *testing.T) {
 			f := &thenNotInProgress{first: http.StatusForbidden, body: notInProgress(t)}
 			h.mock.RegisterResponder(http.MethodPost, funderURL, f.responder())
 			l := &Letter{ID: "20261204T000000.000000000Z-0123456789abcdef", Ambiguous: c.ambiguous,
-				FirstAttempt: time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)}
-			resp, o, err := h.submit(t, WithLetter(context.Background(), l))
+				IdempotencyKey: "letter-key-1", FirstAttempt: time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)}
+			resp, err := h.tr.RoundTrip(keyedPost(t, WithLetter(context.Background(), l), l.IdempotencyKey))
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
+			o := mustOutcome(t, resp)
 			if o.Disposition != c.want || o.StopReason != c.stop || o.Attempts != 1 {
 				t.Errorf("outcome %+v, want %s (%s) after 1 attempt", o, c.want, c.stop)
 			}
@@ -314,5 +316,201 @@ func TestAppliedVerdictIsNeverRetried(t *testing.T) {
 		if o.Disposition != FailedTerminal || o.StopReason != StopTerminal || o.Attempts != 1 || o.Reason != "terminal:409;test:duplicate" {
 			t.Errorf("verdict %+v on a first attempt: outcome %+v, want failed_terminal (terminal:409;test:duplicate) after 1 attempt", v, o)
 		}
+	}
+}
+
+// keyedPost is a POST that carries its own Idempotency-Key, as the request
+// of deadletter.NewRedeliveryRequest for a keyed letter does.
+func keyedPost(t *testing.T, ctx context.Context, key string) *http.Request {
+	t.Helper()
+	req, _ := newPost(t, ctx, `{"amount":1}`, true)
+	req.Header.Set(HeaderIdempotencyKey, key)
+	return req
+}
+
+func TestAppliedAnswerUnderReconcileFirst(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		ambiguous bool
+		want      Disposition
+		stop      string
+		asked     int
+	}{
+		// Asked before the first attempt, then once about the answer.
+		{"ambiguous letter", true, Succeeded, StopAlreadyApplied, 2},
+		// The reconciler, asked before the first attempt, said the
+		// funder does not have it: that question is no ambiguous
+		// attempt of the call, and the letter's last attempt was none.
+		{"letter that is not ambiguous", false, FailedTerminal, StopTerminal, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &scriptedReconciler{answers: []reconcileAnswer{{}}}
+			h := appliedHarness(t)
+			f := &thenNotInProgress{first: http.StatusForbidden, body: notInProgress(t)}
+			h.mock.RegisterResponder(http.MethodPost, funderURL, f.responder())
+			l := &Letter{ID: "20261204T000000.000000000Z-0123456789abcdef", Ambiguous: c.ambiguous,
+				IdempotencyKey: "letter-key-1", Attempts: 1, LastStatus: http.StatusServiceUnavailable}
+			if c.ambiguous {
+				l.LastStatus = http.StatusGatewayTimeout
+			}
+			resp, err := h.tr.RoundTrip(keyedPost(t, WithReconcileFirst(context.Background(), l, rec.fn), l.IdempotencyKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			o := mustOutcome(t, resp)
+			if o.Disposition != c.want || o.StopReason != c.stop || o.Attempts != 1 {
+				t.Errorf("outcome %+v, want %s (%s) after 1 attempt", o, c.want, c.stop)
+			}
+			if n := len(rec.asked()); n != c.asked {
+				t.Errorf("the reconciler was asked %d times, want %d", n, c.asked)
+			}
+		})
+	}
+}
+
+func TestAppliedAnswerToARequestWhoseKeyIsNotTheLetters(t *testing.T) {
+	// The context names an ambiguous letter, but the request is not its
+	// redelivery: its key is another. The answer tells nothing of the
+	// letter's last attempt, and is a refusal, as on any first attempt.
+	l := &Letter{ID: "20261204T000000.000000000Z-0123456789abcdef", Ambiguous: true,
+		IdempotencyKey: "letter-key-1", Attempts: 1, LastStatus: http.StatusGatewayTimeout}
+	for _, c := range []struct {
+		name string
+		req  func(t *testing.T) *http.Request
+	}{
+		{"WithLetter, the key derived", func(t *testing.T) *http.Request {
+			req, _ := newPost(t, WithSubmissionID(WithLetter(context.Background(), l), "GRANT-42"), `{"amount":1}`, true)
+			return req
+		}},
+		{"WithLetter, a key of its own", func(t *testing.T) *http.Request {
+			return keyedPost(t, WithLetter(context.Background(), l), "another-key")
+		}},
+		{"WithReconcileFirst", func(t *testing.T) *http.Request {
+			rec := &scriptedReconciler{answers: []reconcileAnswer{{}}}
+			return keyedPost(t, WithReconcileFirst(context.Background(), l, rec.fn), "another-key")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := appliedHarness(t)
+			f := &thenNotInProgress{first: http.StatusForbidden, body: notInProgress(t)}
+			h.mock.RegisterResponder(http.MethodPost, funderURL, f.responder())
+			resp, err := h.tr.RoundTrip(c.req(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			o := mustOutcome(t, resp)
+			if o.Disposition != FailedTerminal || o.StopReason != StopTerminal || o.Attempts != 1 {
+				t.Errorf("a request keyed %q under the letter keyed %q: outcome %+v, want failed_terminal (terminal) after 1 attempt",
+					o.IdempotencyKey, l.IdempotencyKey, o)
+			}
+		})
+	}
+}
+
+func TestAppliedVerdictThatIsAlsoOwedOrRetryableAfterAnAmbiguousAttempt(t *testing.T) {
+	for _, v := range []Classification{
+		{Applied: true, Owed: true, NotBefore: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), Reason: "test:duplicate"},
+		{Applied: true, Retryable: true, Reason: "test:duplicate"},
+	} {
+		h := newHarness(t, WithClassifier(func(r *http.Response, _ []byte) (Classification, bool) {
+			if r.StatusCode == http.StatusConflict {
+				return v, true
+			}
+			return Classification{}, false
+		}))
+		h.mock.RegisterResponder(http.MethodPost, funderURL, seq(502, 409))
+		resp, o, err := h.submit(t, context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if o.Disposition != Succeeded || o.StopReason != StopAlreadyApplied || o.Attempts != 2 || !o.NotBefore.IsZero() {
+			t.Errorf("verdict %+v after a 502: outcome %+v, want succeeded (already_applied) after 2 attempts, no NotBefore", v, o)
+		}
+		// Nothing holds the host: the next call is sent at once.
+		h.mock.RegisterResponder(http.MethodPost, funderURL, seq(201))
+		resp, o, err = h.submit(t, context.Background())
+		if err != nil || o.Disposition != Succeeded || o.Attempts != 1 {
+			t.Errorf("verdict %+v: the next call: outcome %+v, error %v; want succeeded after 1 attempt", v, o, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
+
+func TestAppliedAnswerIsClosedWhenTheReconcilerPanics(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var n atomic.Int64
+	rec := func(context.Context, ReconcileQuery) (*http.Response, error) {
+		if n.Add(1) == 2 { // the question about the answer that says applied
+			panic("reconciler failed")
+		}
+		return nil, nil
+	}
+	h := appliedHarness(t, WithReconciler(rec))
+	f := &thenNotInProgress{first: http.StatusBadGateway, body: notInProgress(t)}
+	h.mock.RegisterResponder(http.MethodPost, funderURL, f.responder())
+	mustPanic(t, func() { h.submit(t, context.Background()) })
+	if len(f.bodies) != 1 || !f.bodies[0].closed.Load() {
+		t.Errorf("the 403's body was not closed after the reconciler panicked (%d answers)", len(f.bodies))
+	}
+}
+
+func TestAnswerIsClosedWhenTheReconcilerAskedBeforeGivingUpPanics(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	rec := func(context.Context, ReconcileQuery) (*http.Response, error) { panic("reconciler failed") }
+	h := newHarness(t, WithReconciler(rec), WithBudget(0, time.Minute))
+	b := &respBody{r: strings.NewReader("bad gateway")}
+	h.mock.RegisterResponder(http.MethodPost, funderURL, func(r *http.Request) (*http.Response, error) {
+		io.Copy(io.Discard, r.Body)
+		return &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}, Body: b}, nil
+	})
+	mustPanic(t, func() { h.submit(t, context.Background()) })
+	if !b.closed.Load() {
+		t.Error("the 502's body was not closed after the reconciler asked before giving up panicked")
+	}
+}
+
+// mustPanic runs f, and fails t unless f panics.
+func mustPanic(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic: the reconciler's should go on up to the caller")
+		}
+	}()
+	f()
+}
+
+func TestAppliedAnswerPastTheDeadlineIsNotAskedAbout(t *testing.T) {
+	// The call's deadline passes, by the Clock, while the resend is
+	// answered: there is no time left to ask, and the answer is the
+	// caller's as it is.
+	rec := &scriptedReconciler{answers: []reconcileAnswer{{}, {has: true}}}
+	h := appliedHarness(t, WithReconciler(rec.fn), WithBudget(4, time.Minute))
+	f := &thenNotInProgress{first: http.StatusBadGateway, body: notInProgress(t)}
+	inner := f.responder()
+	var n atomic.Int64
+	h.mock.RegisterResponder(http.MethodPost, funderURL, func(r *http.Request) (*http.Response, error) {
+		if n.Add(1) == 2 {
+			h.clock.advance(2 * time.Minute)
+		}
+		return inner(r)
+	})
+	resp, o, err := h.submit(t, context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if o.Disposition != Succeeded || o.StopReason != StopAlreadyApplied || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("outcome %+v, status %d; want succeeded (already_applied) with the funder's 403", o, resp.StatusCode)
+	}
+	if got := readAll(t, resp); got != f.body {
+		t.Errorf("body %q, want the funder's answer", got)
+	}
+	if len(rec.asked()) != 1 {
+		t.Errorf("the reconciler was asked %d times, want once, before the resend", len(rec.asked()))
 	}
 }

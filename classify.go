@@ -62,15 +62,22 @@ type Classification struct {
 	// was applied: a duplicate the funder recognised, or a state only that
 	// attempt could have brought about (Simpler Grants.gov's 403
 	// "not_in_progress" for an application already submitted). An Applied
-	// verdict is never retried, whatever Retryable and Owed say. When an
-	// earlier attempt of the call may have been applied (see
-	// [WithReconciler] for which are), or the call sends again a dead
-	// letter whose last attempt may have been ([WithLetter]), the call ends
-	// [Succeeded] with [StopAlreadyApplied]: the caller gets the answer,
-	// with a nil error, unless a reconciler is configured and returns the
-	// funder's record, which the caller then gets instead. Otherwise
-	// nothing this call sent could have been applied before: the answer is
-	// a refusal, and the call ends [FailedTerminal] ([StopTerminal]). The
+	// verdict is never retried, whatever Retryable and Owed say. Two
+	// earlier attempts count: an ambiguous attempt of the same call (see
+	// [WithReconciler] for which are), one a reconciler was asked about
+	// included, whatever it answered; and the last attempt of an
+	// ambiguous dead letter, when the call is its redelivery under
+	// [WithLetter] or [WithReconcileFirst] and carries the letter's
+	// Idempotency-Key. After either, the call ends [Succeeded] with
+	// [StopAlreadyApplied], Outcome.NotBefore zero and nothing owed: the
+	// caller gets the answer, with a nil error. A reconciler, when one is
+	// configured, the call is keyed and its deadline has not passed, is
+	// asked once first: the funder's record it returns is what the caller
+	// gets instead; when it returns none (not applied, or it cannot tell:
+	// the reconcile line says not_applied or unknown), the caller still
+	// gets the funder's answer, and the call still succeeded. Otherwise
+	// nothing this call sent could have been applied before: the answer
+	// is a refusal, and the call ends [FailedTerminal] ([StopTerminal]). The
 	// Reason is reported in the terminal form ("terminal:403;applied:...").
 	// Either way the breaker and the retry throttle take the answer as
 	// any refusal: an answer from a funder that is up, no failure.

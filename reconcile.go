@@ -23,7 +23,9 @@ import (
 // an answer after an ambiguous attempt says that attempt was applied
 // ([Classification.Applied]): the call ends Succeeded with
 // [StopAlreadyApplied] whatever it answers, and a resp it returns is the
-// caller's in place of that answer. It returns (nil, nil) when the
+// caller's in place of that answer. That question is not asked once the
+// call's deadline has passed: the answer is the caller's as it is, the
+// call still Succeeded. It returns (nil, nil) when the
 // funder does not have it: the request is sent again. It returns (nil, err)
 // when it cannot tell: the Transport waits as for a transient failure and
 // asks again, within the same budget and deadline, and never resends in the
@@ -303,26 +305,28 @@ func (c *call) askBeforeGivingUp(a sentAttempt) *http.Response {
 	return c.askOnce(a)
 }
 
-// followsAmbiguous reports whether the call, before the attempt being
-// judged, made an attempt that may have been applied, or sends again a
-// dead letter whose last attempt may have been (WithLetter): an answer
-// that the request was applied then tells of that attempt. A reconciler's
-// answer clears Ambiguous, and it is asked only about an ambiguous
-// attempt, so a call that asked it made one, whatever it answered.
+// followsAmbiguous reports whether the answer being judged tells of an
+// earlier attempt that may have been applied: an ambiguous attempt of the
+// call (whatever a reconciler answered about it since), or, for the
+// redelivery of an ambiguous letter (WithLetter, WithReconcileFirst), the
+// letter's last attempt, when the request carries the letter's key. A
+// question asked before the first attempt of a redelivery is no attempt
+// of the call: it makes the call follow nothing ambiguous.
 func (c *call) followsAmbiguous() bool {
-	if c.out.Ambiguous || c.out.Reconciles > 0 {
+	if c.anyAmbig {
 		return true
 	}
 	m := redeliveryOf(c.req.Context())
-	return m != nil && m.ambiguous
+	return m != nil && m.ambiguous && m.key == c.out.IdempotencyKey
 }
 
 // askAlreadyApplied asks the reconciler once, without waiting, for the
 // funder's record of a call that ends [StopAlreadyApplied], when there is
-// one to ask and the call is keyed. It returns that record, after
-// discarding the attempt's response, or nil: the funder does not have it,
-// or the reconciler cannot tell, and the answer that says it was applied
-// is the caller's.
+// one to ask, the call is keyed and its deadline has not passed (askOnce
+// skips the question then). It returns that record, after discarding the
+// attempt's response, or nil: the funder does not have it, the reconciler
+// cannot tell, or it was not asked, and the answer that says it was
+// applied is the caller's, the call still succeeded.
 func (c *call) askAlreadyApplied(a sentAttempt) *http.Response {
 	if c.out.StopReason != StopAlreadyApplied || c.pol.reconciler == nil ||
 		c.out.IdempotencyKey == "" || c.callerErr() != nil {
@@ -348,7 +352,23 @@ func (c *call) askOnce(a sentAttempt) *http.Response {
 	}
 	ctx, cancel := context.WithCancelCause(c.callCtx())
 	timer := time.AfterFunc(left, func() { cancel(errCallDeadline) })
+	// A reconciler's panic goes on up (see askReconciler): the attempt's
+	// response, held for the caller, is released first, with the
+	// question's context.
+	answered := false
+	defer func() {
+		if answered {
+			return
+		}
+		timer.Stop()
+		cancel(nil)
+		if a.resp != nil {
+			closeResp(a.resp)
+		}
+		a.stop(true)
+	}()
 	resp, _ := c.reconcile(ctx)
+	answered = true
 	timer.Stop()
 	if resp == nil {
 		cancel(nil)

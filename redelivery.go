@@ -32,9 +32,10 @@ type redeliveryMark struct {
 	firstAttempt    time.Time // the letter's FirstAttempt
 	invalid         bool
 	// ambiguous says the letter's last attempt may have been applied
-	// (WithLetter, WithReconcileFirst): an answer that the request was
-	// applied tells of it.
+	// (WithLetter, WithReconcileFirst): an answer to a request that
+	// carries the letter's key, key, that says it was applied tells of it.
 	ambiguous bool
+	key       string
 }
 
 // redeliveryOf returns ctx's mark, nil if ctx is not a redelivery's.
@@ -84,12 +85,15 @@ func WithFirstAttempt(ctx context.Context, t time.Time) context.Context {
 // WithLetter marks ctx as the context of the dead letter l sent again: it
 // does what WithRedeliveryOf(ctx, l.ID) and WithFirstAttempt(ctx,
 // l.FirstAttempt) do, and records whether l's last attempt may have been
-// applied ([Letter].Ambiguous). A [Transport] that sends the redelivery of
-// an ambiguous letter takes an answer whose verdict says the request was
-// applied ([Classification.Applied]) as the funder's word that the letter's
-// work is done: the call ends [Succeeded] with [StopAlreadyApplied], as a
-// call does whose own earlier attempt was ambiguous. For a letter that is
-// not ambiguous, that answer is a refusal, as on any first attempt. A nil
+// applied ([Letter].Ambiguous) and its key. A [Transport] that sends the
+// redelivery of an ambiguous letter, a request whose Idempotency-Key is the
+// letter's [Letter].IdempotencyKey (none, for a letter that has none), takes
+// an answer whose verdict says the request was applied
+// ([Classification.Applied]) as the funder's word that the letter's work is
+// done: the call ends [Succeeded] with [StopAlreadyApplied], as a call does
+// whose own earlier attempt was ambiguous. For a letter that is not
+// ambiguous, or a request under ctx with another key, that answer is a
+// refusal, as on any first attempt. A nil
 // l names no letter, and leaves ctx as it is, as a zero time leaves
 // WithFirstAttempt's. deadletter.NewRedeliveryRequest sets it.
 func WithLetter(ctx context.Context, l *Letter) context.Context {
@@ -97,7 +101,7 @@ func WithLetter(ctx context.Context, l *Letter) context.Context {
 		return ctx
 	}
 	return withMark(ctx, func(m *redeliveryMark) {
-		m.letterID, m.ambiguous = l.ID, l.Ambiguous
+		m.letterID, m.ambiguous, m.key = l.ID, l.Ambiguous, l.IdempotencyKey
 		if !l.FirstAttempt.IsZero() {
 			m.firstAttempt = l.FirstAttempt
 		}
@@ -129,7 +133,7 @@ func WithReconcileFirst(ctx context.Context, l *Letter, fn ReconcileFunc) contex
 			return
 		}
 		m.letterID, m.ask, m.attempt, m.status, m.err = l.ID, fn, l.Attempts, l.LastStatus, nil
-		m.ambiguous = l.Ambiguous
+		m.ambiguous, m.key = l.Ambiguous, l.IdempotencyKey
 		if !l.FirstAttempt.IsZero() {
 			m.firstAttempt = l.FirstAttempt
 		}

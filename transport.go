@@ -202,6 +202,7 @@ type call struct {
 	pendingCall bool         // the call's deadline expired while held
 	dlShard     uint8        // see dlAt
 	quota       uint8        // the attempt in flight is a quota's probe (see quota.go)
+	anyAmbig    bool         // an attempt of the call was ambiguous (see followsAmbiguous)
 	span        trace.Span   // the call's, nil without a tracer
 	auditShared *auditShared // made at the call's first audit line
 }
@@ -801,7 +802,9 @@ func (c *call) judge(a sentAttempt, p *permit, logging bool, sent time.Time) (de
 	// Sticky until a reconciler answers: a later attempt that was not
 	// applied says nothing of an earlier one that may have been. An
 	// answer that the earlier one was applied is the funder's word.
-	c.out.Ambiguous = (c.out.Ambiguous || a.ambiguous(v)) && stop != StopAlreadyApplied
+	ambiguous := a.ambiguous(v)
+	c.anyAmbig = c.anyAmbig || ambiguous
+	c.out.Ambiguous = (c.out.Ambiguous || ambiguous) && stop != StopAlreadyApplied
 	d.reconcile = d.retry && c.out.Ambiguous && c.pol.reconciler != nil && c.out.IdempotencyKey != ""
 	if logging {
 		c.logAttempt(attemptRecord{

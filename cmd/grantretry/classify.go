@@ -82,7 +82,7 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 	if f.rules != "" {
 		rules, err := operator.ReadRules(f.rules)
 		if err != nil {
-			return err
+			return fmt.Errorf("-rules: %w", libError{err})
 		}
 		if fn == nil {
 			fn = grantretry.ClassifyRules(rules...)

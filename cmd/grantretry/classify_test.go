@@ -115,7 +115,7 @@ func TestClassifyRefusesBadInput(t *testing.T) {
 		{"missing headers", []string{"-headers", filepath.Join(t.TempDir(), "none.headers"), body}, exitFailure, "grantretry: classify: open "},
 		{"rules not JSON", []string{"-rules", badRules(t, `Status: 500`), body}, exitFailure, "not a JSON array of rules"},
 		{"rules with a field no Rule has", []string{"-rules", badRules(t, `[{"Code": 500, "Contains": "x", "Verdict": {"Reason": "f"}}]`), body}, exitFailure, `unknown field "Code"`},
-		{"rules CheckRules refuses", []string{"-rules", badRules(t, `[{"Status": 500, "Verdict": {"Reason": "f"}}, {"Status": 500, "Contains": "x", "Verdict": {"Reason": "g"}}]`), body}, exitFailure, "grantretry: invalid rule: rule 1: rule 0 (any 500)"},
+		{"rules CheckRules refuses", []string{"-rules", badRules(t, `[{"Status": 500, "Verdict": {"Reason": "f"}}, {"Status": 500, "Contains": "x", "Verdict": {"Reason": "g"}}]`), body}, exitFailure, ": invalid rule: rule 1: rule 0 (any 500)"},
 	}
 	for _, c := range cases {
 		code, out, errOut := classifyRun(t, c.args...)

@@ -82,18 +82,22 @@ it again.
 
 Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
-A letter answered 1xx-3xx is moved to DIR/redelivered with a record of the
-answer; any other is left in place and reported, and the command fails.
-A letter is marked in flight (DIR/ID.sending) before it is sent, and a
-failed redelivery is written into it: its attempts, its answer, and
-"ambiguous" when the funder may have applied it.
+
+A letter is delivered when it is answered 1xx-3xx, or when its outcome says
+succeeded (already applied, under -rules): it is moved to DIR/redelivered
+with a record of the answer. Any other is left in place and reported, and
+the command fails. A letter is marked in flight (DIR/ID.sending) before it
+is sent, and a failed redelivery is written into it: its attempts, its
+answer, and "ambiguous" when the funder may have applied it.
 
 -rules reads the funder's own rules (grantretry.Rule, as JSON, as
-'grantretry classify -rules' does). An ambiguous letter answered with one
-whose verdict is Applied (Simpler Grants.gov's 403 not_in_progress to an
-application already submitted) is delivered, since the funder has it: it
-is moved to DIR/redelivered, and its line says "already applied". The same
-answer to a letter that is not ambiguous is a refusal.
+'grantretry classify -rules' does). An ambiguous letter, which this command
+sends only with -trust-key (the pipeline's deadletter.Redeliver sends one
+after its reconciler says the funder does not have it: see below), answered
+with one whose verdict is Applied (Simpler Grants.gov's 403 not_in_progress
+to an application already submitted) is delivered, since the funder has it:
+it is moved to DIR/redelivered, and its line says "already applied". The
+same answer to a letter that is not ambiguous is a refusal.
 
 SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
 is recorded on the trail and in the letter; the letters not tried are
@@ -398,7 +402,7 @@ func runDLRedeliver(args []string, stdout, stderr io.Writer) error {
 	var rules []grantretry.Rule
 	if f.rules != "" {
 		if rules, err = operator.ReadRules(f.rules); err != nil {
-			return err
+			return fmt.Errorf("-rules: %w", libError{err})
 		}
 	}
 	open := openLettersToWrite

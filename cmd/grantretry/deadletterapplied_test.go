@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/grantretry/grantretry/deadletter"
@@ -81,6 +83,42 @@ func TestDeadLetterRedeliverRefusesInvalidRules(t *testing.T) {
 	}
 	if _, _, err := dlRun("redeliver", dir, "L-a", "-rules", rules); err == nil {
 		t.Fatal("redeliver took a rule without a reason")
+	}
+	if got := dlPending(t, dir); len(got) != 1 {
+		t.Errorf("waiting: %q, want L-a, not sent", got)
+	}
+}
+
+func TestDeadLetterRedeliverNamesABadRulesFileAndSendsNothing(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	dir := dlSeed(t, dlLetter("L-a", srv.URL+"/submit", dlBody))
+	for _, c := range []struct{ name, text, want string }{
+		{"not JSON", "{", "not a JSON array of rules"},
+		{"no rule", "[]", "no rule in it"},
+		{"a rule CheckRules refuses", `[{"Status": 403, "Verdict": {"Applied": true}}]`, "invalid rule: rule 0: Verdict.Reason"},
+		{"missing", "", "no such file or directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rules := filepath.Join(t.TempDir(), "rules.json")
+			if c.name != "missing" {
+				if err := os.WriteFile(rules, []byte(c.text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "L-a", "-rules", rules)
+			want := "grantretry: deadletter: -rules: rules file " + rules + ": "
+			if code != exitFailure || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stderr %q; want %d, starting %q and saying %q", code, stderr, exitFailure, want, c.want)
+			}
+			if n := strings.Count(stderr, "grantretry: "); n != 1 {
+				t.Errorf("stderr %q says \"grantretry: \" %d times, want once", stderr, n)
+			}
+		})
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d requests sent, want none", hits.Load())
 	}
 	if got := dlPending(t, dir); len(got) != 1 {
 		t.Errorf("waiting: %q, want L-a, not sent", got)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"slices"
@@ -193,24 +195,51 @@ const ReconciledNote = "reconciled: the funder already has the submission; nothi
 const AppliedNote = "already applied: the funder answered that an earlier attempt of the letter was applied"
 
 // ReadRules reads a JSON array of grantretry.Rule from path, as the
-// tools' -rules flag takes it, and refuses a set that
-// grantretry.CheckRules refuses.
+// tools' -rules flag takes it: at least one rule, nothing after the array,
+// no field a Rule does not have, and no set that grantretry.CheckRules
+// refuses. Its errors start "grantretry: rules file <path>: ", and match
+// what they wrap (os.ErrNotExist, grantretry.ErrInvalidRule).
 func ReadRules(path string) ([]grantretry.Rule, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return nil, &rulesError{path: path, err: err}
 	}
 	var rules []grantretry.Rule
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&rules); err != nil {
-		return nil, fmt.Errorf("%s: not a JSON array of rules: %w", path, err)
+		return nil, &rulesError{path: path, err: fmt.Errorf("not a JSON array of rules: %w", err)}
+	}
+	switch _, err := d.Token(); {
+	case rules == nil:
+		return nil, &rulesError{path: path, err: errors.New("null is not a JSON array of rules")}
+	case err != io.EOF:
+		return nil, &rulesError{path: path, err: errors.New("more follows after the array of rules: give one array")}
+	case len(rules) == 0:
+		return nil, &rulesError{path: path, err: errors.New("no rule in it: give at least one, or leave -rules out")}
 	}
 	if err := grantretry.CheckRules(rules...); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &rulesError{path: path, err: err}
 	}
 	return rules, nil
 }
+
+// rulesError is ReadRules' error: about the file at path, and err's
+// message without its own "grantretry: ".
+type rulesError struct {
+	path string
+	err  error
+}
+
+func (e *rulesError) Error() string {
+	return "grantretry: rules file " + e.path + ": " + strings.TrimPrefix(e.err.Error(), "grantretry: ")
+}
+
+func (e *rulesError) Unwrap() error { return e.err }
 
 // errCannotAsk is CannotAsk's answer.
 var errCannotAsk = errors.New("grantretry: this command cannot ask the funder whether it has the submission: redeliver from the pipeline, with its reconciler, or pass -trust-key if the funder honours Idempotency-Key")

@@ -129,16 +129,20 @@ redelivered meanwhile are left to it.
 
 Letters carry no credentials: give them with -header or -header-env, which
 are added to every request and never printed. Redirects are not followed.
-A letter answered 1xx-3xx is marked redelivered, with a record of the
-answer; any other is released to be claimed again and reported, and the
-command fails.
+
+A letter is delivered when it is answered 1xx-3xx, or when its outcome says
+succeeded (already applied, under -rules): it is marked redelivered, with a
+record of the answer. Any other is released to be claimed again and
+reported, and the command fails.
 
 -rules reads the funder's own rules (grantretry.Rule, as JSON, as
-'grantretry classify -rules' does). An ambiguous letter answered with one
-whose verdict is Applied (Simpler Grants.gov's 403 not_in_progress to an
-application already submitted) is delivered, since the funder has it: it
-is marked redelivered, and its line says "already applied". The same
-answer to a letter that is not ambiguous is a refusal.
+'grantretry classify -rules' does). An ambiguous letter, which this command
+sends only with -trust-key (the pipeline's fleet.Letters.Redeliver sends
+one after its reconciler says the funder does not have it: see below),
+answered with one whose verdict is Applied (Simpler Grants.gov's 403
+not_in_progress to an application already submitted) is delivered, since
+the funder has it: it is marked redelivered, and its line says "already
+applied". The same answer to a letter that is not ambiguous is a refusal.
 
 SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
 is recorded on the fleet's trail and which is released (ambiguous when
@@ -297,7 +301,7 @@ func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	var rules []grantretry.Rule
 	if f.rules != "" {
 		if rules, err = operator.ReadRules(f.rules); err != nil {
-			return fmt.Errorf("redeliver: -rules: %w", err)
+			return fmt.Errorf("redeliver: -rules: %w", libError{err})
 		}
 	}
 	if f.worker == "" {

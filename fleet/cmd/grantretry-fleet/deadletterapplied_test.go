@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/grantretry/grantretry/internal/operator"
@@ -56,5 +57,46 @@ func TestRedeliverReportsAnAlreadyAppliedLetterAsDelivered(t *testing.T) {
 	}
 	if state0 == "waiting" || state1 != "waiting" {
 		t.Errorf("states %q and %q: want letter-0 redelivered, letter-1 waiting", state0, state1)
+	}
+}
+
+func TestRedeliverNamesABadRulesFileAndSendsNothing(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	dsn, pool := newDB(t)
+	putLetters(t, pool, testLetter(srv.URL, 0, false))
+	for _, c := range []struct{ name, text, want string }{
+		{"not JSON", "{", "not a JSON array of rules"},
+		{"no rule", "[]", "no rule in it"},
+		{"a rule CheckRules refuses", `[{"Status": 403, "Verdict": {"Applied": true}}]`, "invalid rule: rule 0: Verdict.Reason"},
+		{"missing", "", "no such file or directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rules := filepath.Join(t.TempDir(), "rules.json")
+			if c.name != "missing" {
+				if err := os.WriteFile(rules, []byte(c.text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-rules", rules)
+			want := "grantretry-fleet: deadletter: redeliver: -rules: rules file " + rules + ": "
+			if code != exitFailure || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, stderr %q; want %d, starting %q and saying %q", code, errOut, exitFailure, want, c.want)
+			}
+			if strings.Contains(errOut, "grantretry: ") {
+				t.Errorf("stderr %q quotes the library's prefix", errOut)
+			}
+		})
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d requests sent, want none", hits.Load())
+	}
+	var state string
+	if err := pool.QueryRow(context.Background(), `SELECT state FROM grantretry_letters WHERE id = 'letter-0'`).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	if state != "waiting" {
+		t.Errorf("state %q, want waiting", state)
 	}
 }
