@@ -85,10 +85,10 @@ func flakyTable(t *testing.T, out string) (head string, rows [][]string, tail st
 // TestFlakyFunderDoc runs each command of docs/choosing-budgets.md's
 // flaky-funder section and checks what the page shows against it: the
 // scenario and the key word for word, the policies in order, and each
-// row's figures. The simulator runs in real time, so counts differ a
-// little from run to run: a figure the page shows as 0 must be 0, each
-// disposition's share of the calls must be within 10 points of the
-// page's, the calls within 20%, and the requests per call within 0.3.
+// row's figures. The simulator runs in real time, so counts differ from
+// run to run, and more on a busy machine: a figure the page shows as 0
+// must be 0, each disposition's share of the calls must be within 10
+// points of the page's, and the requests per call within 0.3.
 func TestFlakyFunderDoc(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulator for about 20 s")
@@ -136,10 +136,9 @@ func checkFlakyRow(t *testing.T, name string, header, doc, got []string) {
 		}
 		return v
 	}
+	// How many calls start depends on how well the machine keeps up with
+	// the time scale, so the calls are compared as the shares below.
 	docCalls, gotCalls := num(doc, 1), num(got, 1)
-	if math.Abs(gotCalls-docCalls) > 0.2*docCalls {
-		t.Errorf("sim %s, %s: %v calls, the page shows %v", name, doc[0], gotCalls, docCalls)
-	}
 	for i := 2; i <= 5; i++ { // succeeded, dead_letter, circuit_open, throttled
 		d, g := num(doc, i), num(got, i)
 		if d == 0 && g != 0 {
