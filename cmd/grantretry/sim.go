@@ -43,6 +43,12 @@ refused a retry, and, from probe runs, how long after the blip retries
 stayed off; -md and -svg write the same. Its defaults differ (one worker,
 a 4-hour run, time scale 1000, no outage); the flags still override them.
 
+-scenario flaky runs instead four workers against a funder with no outage
+that answers the first -fail-first (2) attempts of every call 503, then
+201: a funder that is up but fails most attempts. It prints each policy's
+dispositions, the calls the retry throttle refused a retry, and the
+requests the funder received; -md writes the same (it draws no chart).
+
 See docs/choosing-budgets.md.
 `
 
@@ -66,11 +72,14 @@ const lowVolumePolicies = "throttle,default"
 func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
 	f := &simFlags{sc: sim.Default(), kind: string(kind)}
 	policies := strings.Join(sim.PolicyIDs(), ",")
-	if kind == sim.KindLowVolume {
+	switch kind {
+	case sim.KindLowVolume:
 		f.sc, policies = sim.LowVolumeDefault(), lowVolumePolicies
+	case sim.KindFlaky:
+		f.sc, policies = sim.FlakyDefault(), sim.FlakyPolicies
 	}
 	sc := &f.sc
-	fs.StringVar(&f.kind, "scenario", f.kind, `what to simulate: "outage" (a full outage under load) or "low-volume" (a blip, then few calls)`)
+	fs.StringVar(&f.kind, "scenario", f.kind, `what to simulate: "outage" (a full outage under load), "low-volume" (a blip, then few calls) or "flaky" (a funder failing most attempts)`)
 	fs.IntVar(&sc.Workers, "workers", sc.Workers, "concurrent workers, each one call at a time")
 	fs.IntVar(&sc.Capacity, "capacity", sc.Capacity, "funder's capacity, requests per simulated second; excess gets 429")
 	fs.Float64Var(&sc.Load, "load", sc.Load, "offered base load as a share of capacity, in (0, 1]; sets the think time")
@@ -83,6 +92,7 @@ func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
 	fs.IntVar(&sc.Seeds, "seeds", sc.Seeds, "low-volume: how many seeds to run, from -seed on")
 	fs.DurationVar(&sc.BlipAt, "blip-at", sc.BlipAt, "low-volume: when the blip of failures starts")
 	fs.IntVar(&sc.BlipFailures, "blip", sc.BlipFailures, "low-volume: how many requests the blip fails, from -blip-at on")
+	fs.IntVar(&sc.FailFirst, "fail-first", sc.FailFirst, "flaky: how many attempts of each call the funder answers 503 before it answers 201")
 	fs.Float64Var(&sc.FailShare, "fail-share", sc.FailShare, "share of the other requests answered 503 at random, each independently")
 	f.probes = probesFlag{sc: sc}
 	fs.Var(&f.probes, "probes", `low-volume: delays after the blip at which a probe run fails one call, comma-separated, or none`)
@@ -96,7 +106,7 @@ func newSimFlags(fs *flag.FlagSet, kind sim.Kind) *simFlags {
 	f.breaker = breakerFlag{sc: sc}
 	fs.Var(&f.breaker, "breaker", `breaker of the "default" policy: threshold,cooldown or off (WithBreaker)`)
 	fs.DurationVar(&sc.Probe, "probe", sc.Probe, `the "default" policy's first wait before a probe (WithBreakerProbe)`)
-	fs.StringVar(&f.policies, "policies", policies, "policies to run, comma-separated, in order (low-volume: "+lowVolumePolicies+")")
+	fs.StringVar(&f.policies, "policies", policies, "policies to run, comma-separated, in order (low-volume: "+lowVolumePolicies+"; flaky: "+sim.FlakyPolicies+")")
 	fs.StringVar(&f.md, "md", "", "write the tables, every column, and the definitions as Markdown to this file")
 	fs.StringVar(&f.svg, "svg", "", "write the chart as SVG to this file")
 	return f
@@ -114,12 +124,12 @@ func parseSimFlags(args []string, stdout io.Writer) (*simFlags, error) {
 	switch sim.Kind(f.kind) {
 	case sim.KindOutage:
 		return f, nil
-	case sim.KindLowVolume:
+	case sim.KindLowVolume, sim.KindFlaky:
 		fs = newFlagSet("sim")
-		f = newSimFlags(fs, sim.KindLowVolume)
+		f = newSimFlags(fs, sim.Kind(f.kind))
 		return f, parseFlags(fs, args, simSynopsis, stdout)
 	}
-	return nil, usageError{err: fmt.Errorf("-scenario %q: want %s or %s", f.kind, sim.KindOutage, sim.KindLowVolume)}
+	return nil, usageError{err: fmt.Errorf("-scenario %q: want %s, %s or %s", f.kind, sim.KindOutage, sim.KindLowVolume, sim.KindFlaky)}
 }
 
 // simReport is what both scenarios' reports can do.
@@ -153,7 +163,22 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	command := commandLine("go run ./cmd/grantretry sim", args)
 	var rep simReport
 	var n int
-	if f.sc.Kind == sim.KindLowVolume {
+	if f.sc.Kind == sim.KindFlaky && f.svg != "" {
+		return usageError{err: errors.New("-svg: the flaky scenario draws no chart")}
+	}
+	switch f.sc.Kind {
+	case sim.KindFlaky:
+		for _, p := range ps {
+			if !p.SendsKey {
+				return usageError{err: fmt.Errorf("-policies: %s is not a grantretry policy, and the flaky funder tells a call's attempts apart by grantretry's X-Correlation-ID", p.ID)}
+			}
+		}
+		results, err := sim.RunFlaky(ctx, f.sc, ps, stderr)
+		if err != nil {
+			return simError(err)
+		}
+		rep, n = sim.FlakyReport{Scenario: f.sc, Results: results, Command: command}, len(results)
+	case sim.KindLowVolume:
 		for _, p := range ps {
 			if !p.SendsKey {
 				return usageError{err: fmt.Errorf("-policies: %s is not a grantretry policy, and the low-volume scenario reads grantretry's outcomes", p.ID)}
@@ -164,7 +189,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return simError(err)
 		}
 		rep, n = sim.LowVolumeReport{Scenario: f.sc, Results: results, Command: command}, len(results)
-	} else {
+	default:
 		results, err := sim.Run(ctx, f.sc, ps, stderr)
 		if err != nil {
 			return simError(err)

@@ -76,6 +76,7 @@ type funder struct {
 	keys      map[string]bool // Idempotency-Keys recorded
 	effects   map[string]int  // applications recorded, per submission id
 	tries     map[string]int  // requests per submission id, for the random share
+	attempts  map[string]int  // requests per X-Correlation-ID, for FailFirst
 	calls     map[string]bool // X-Correlation-IDs seen, while a probe waits
 	probeID   string          // the X-Correlation-ID of the call probed, "" until then
 	probeDone bool
@@ -94,6 +95,7 @@ func newFunder(sc Scenario, clk simClock) *funder {
 		keys:      make(map[string]bool),
 		effects:   make(map[string]int),
 		tries:     make(map[string]int),
+		attempts:  make(map[string]int),
 		calls:     make(map[string]bool),
 	}
 	f.blipLeft.Store(int64(sc.BlipFailures))
@@ -174,6 +176,8 @@ func (f *funder) newCall(corr string) bool {
 //   - the blip: the first BlipFailures requests from BlipAt on;
 //   - the probe: after the blip, the first attempt of the first call that
 //     arrives probeAfter or more after the blip's last failure;
+//   - the flaky funder's: the first FailFirst attempts of each call, told
+//     apart by their X-Correlation-ID;
 //   - the random share: any other request, with probability FailShare. The
 //     draw is a function of the seed, the submission id and how many
 //     requests for it came before, so runs of one seed draw alike as long
@@ -187,10 +191,22 @@ func (f *funder) fault(now time.Duration, corr string, firstAttempt bool, id str
 			return true
 		}
 	}
+	if f.sc.FailFirst > 0 && f.attempt(corr) <= f.sc.FailFirst {
+		return true
+	}
 	if end := f.blipEnd.Load(); firstAttempt && end >= 0 && now >= time.Duration(end)+f.probeAfter && f.takeProbe(corr) {
 		return true
 	}
 	return f.sc.FailShare > 0 && f.draw(id) < f.sc.FailShare
+}
+
+// attempt counts a request of corr's call and returns which attempt of it
+// this is, from 1.
+func (f *funder) attempt(corr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attempts[corr]++
+	return f.attempts[corr]
 }
 
 // takeProbe makes corr's call the probed one, unless one already is.

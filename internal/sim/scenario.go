@@ -32,6 +32,11 @@ const (
 	// KindLowVolume is a pipeline of few calls, a blip of failures and
 	// then a trickle of them: how long retries stay off (RunLowVolume).
 	KindLowVolume Kind = "low-volume"
+	// KindFlaky is a funder that is up but fails most attempts: it answers
+	// the first FailFirst attempts of every call 503, then 201. It shows
+	// what each policy's throttle and breaker make of such a funder
+	// (RunFlaky).
+	KindFlaky Kind = "flaky"
 )
 
 // Scenario is one simulated storm: the funder, the workload and the retry
@@ -52,6 +57,10 @@ type Scenario struct {
 	BlipAt       time.Duration // when the blip starts
 	BlipFailures int           // the first BlipFailures requests from BlipAt on fail: the blip
 	FailShare    float64       // each other request fails with this probability, independently
+	// FailFirst is how many attempts of each call (told apart by their
+	// X-Correlation-ID) the funder answers 503 before it serves one
+	// (KindFlaky).
+	FailFirst int
 
 	// The workload.
 	Workers int     // concurrent workers, each one call at a time
@@ -146,6 +155,22 @@ func LowVolumeDefault() Scenario {
 	return s
 }
 
+// FlakyDefault returns the flaky-funder scenario: four workers, each
+// making a call every 2 s or so, to a funder with no outage that answers
+// the first 2 attempts of every call 503 and the third 201. The run is 2
+// minutes at a time scale of 50 (2.4 s of real time per policy). The retry
+// policy is the library's defaults.
+func FlakyDefault() Scenario {
+	s := Default()
+	s.Kind = KindFlaky
+	s.Outage, s.OutageStart = 0, 0
+	s.FailFirst = 2
+	s.Workers = 4
+	s.Load = 0.1 // 2 calls a second of a capacity of 20: one per worker every 2 s
+	s.Run = 2 * time.Minute
+	return s
+}
+
 // OutageEnd is when the funder recovers.
 func (s Scenario) OutageEnd() time.Duration { return s.OutageStart + s.Outage }
 
@@ -197,11 +222,21 @@ func (s Scenario) Validate() error {
 		}
 	case KindLowVolume:
 		errs = append(errs, s.validateLowVolume()...)
+	case KindFlaky:
+		if s.Run <= 0 || s.FailFirst < 1 {
+			bad("flaky funder failing the first %d attempts of each call in a run of %v: want at least one, and a positive run", s.FailFirst, s.Run)
+		}
+		if s.Outage < 0 || s.OutageStart < 0 || (s.Outage > 0 && s.OutageEnd() >= s.Run) {
+			bad("outage %v from %v in a run of %v: want none, or one that ends before the run", s.Outage, s.OutageStart, s.Run)
+		}
 	default:
-		bad("scenario %q: want %s or %s", s.Kind, KindOutage, KindLowVolume)
+		bad("scenario %q: want %s, %s or %s", s.Kind, KindOutage, KindLowVolume, KindFlaky)
 	}
 	if !(s.Spread >= 0 && s.Spread < 1) {
 		bad("spread %v: want a share in [0, 1)", s.Spread)
+	}
+	if s.FailFirst < 0 {
+		bad("fail-first %d: want 0 or more attempts", s.FailFirst)
 	}
 	if !(s.FailShare >= 0 && s.FailShare < 1) || s.BlipFailures < 0 || s.BlipAt < 0 {
 		bad("blip of %d failures at %v, fail share %v: want 0 or more failures from 0 on, and a share in [0, 1)", s.BlipFailures, s.BlipAt, s.FailShare)
