@@ -104,6 +104,14 @@ type FleetRecall interface {
 // assertion on what [Fleet.Host] returns, as it finds [FleetRecall] and
 // [FleetChangeLog]; on an error from any of its methods, the process's
 // own quota state decides.
+//
+// The times QuotaUntil returns are compared with the Transport's [Clock]
+// (see [WithClock]): they must be on it. A fleet of processes shares no
+// clock but the wall clock, so a Transport whose fleet is a FleetQuota
+// shared with other processes keeps the default Clock; the package
+// fleet's Coordinator gives wall-clock times (time.Now's), and a
+// Transport with another Clock compares them with its own as if they
+// were on it.
 type FleetQuota interface {
 	// QuotaUntil returns, as last heard from the fleet's store, the time
 	// until which the fleet holds the host's calls (the funder's
@@ -120,6 +128,11 @@ type FleetQuota interface {
 	// the one probe: true means this process sends it (and the fleet
 	// holds the others for another probe wait).
 	TryQuotaProbe(ctx context.Context, probe time.Duration) (bool, error)
+	// GiveBackQuotaProbe reports that the probe TryQuotaProbe granted
+	// this process sent nothing (see [ErrNotSent]), or was never tried:
+	// the turn is given back, and the next call of any process may take
+	// it at once. A hold that changed since the turn was taken stays.
+	GiveBackQuotaProbe(ctx context.Context) error
 	// QuotaCleared reports an answer that was not owed: the quota is over
 	// for every process.
 	QuotaCleared(ctx context.Context) error

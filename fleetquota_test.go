@@ -3,8 +3,10 @@ package grantretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +98,18 @@ func (q *memQuota) TryQuotaProbe(_ context.Context, probe time.Duration) (bool, 
 	}
 	q.until = now.Add(probe)
 	return true, nil
+}
+
+func (q *memQuota) GiveBackQuotaProbe(context.Context) error {
+	q.f.mu.Lock()
+	defer q.f.mu.Unlock()
+	if err := q.io("GiveBackQuotaProbe"); err != nil {
+		return err
+	}
+	if now := q.f.clock.Now(); !q.known && now.Before(q.until) {
+		q.until = now
+	}
+	return nil
 }
 
 func (q *memQuota) QuotaCleared(context.Context) error {
@@ -221,5 +235,64 @@ func TestFleetQuotaUnreachableLeavesTheLocalStateToDecide(t *testing.T) {
 	}
 	if n := f.quotas[fleetKey].count("Owed"); n != 2 {
 		t.Errorf("Owed called %d times, want 2 (once per owed answer)", n)
+	}
+}
+
+// A fleet probe that sent nothing gives the fleet's turn back: the next
+// call probes at once.
+func TestFleetQuotaProbeThatSendsNothingGivesTheTurnBack(t *testing.T) {
+	clock := newFakeClock()
+	f, fu := newQuotaFleet(clock), newFunder(429)
+	var notSent atomic.Bool
+	mock := httpmock.NewMockTransport()
+	mock.RegisterResponder(http.MethodPost, fleetURL, fu.respond)
+	inner := rtFunc(func(req *http.Request) (*http.Response, error) {
+		if notSent.Load() {
+			return nil, fmt.Errorf("signer: %w", ErrNotSent)
+		}
+		return mock.RoundTrip(req)
+	})
+	tr := New(inner, WithClock(clock), WithFleet(f), WithBudget(0, time.Minute),
+		WithClassifier(owedClassifier(time.Time{})), WithBreakerProbe(time.Second))
+	post(t, tr, fleetURL, "x")
+	clock.advance(time.Second)
+	notSent.Store(true)
+	if o, _ := post(t, tr, fleetURL, "x"); o.Attempts != 1 || o.Reason != reasonNotSent {
+		t.Fatalf("probe that sent nothing: %+v", o)
+	}
+	notSent.Store(false)
+	if o, _ := post(t, tr, fleetURL, "x"); o.Attempts != 1 {
+		t.Errorf("call after a fleet probe that sent nothing: %+v; want it to probe at once", o)
+	}
+	if n := f.quotas[fleetKey].count("GiveBackQuotaProbe"); n != 1 {
+		t.Errorf("GiveBackQuotaProbe called %d times, want once", n)
+	}
+}
+
+// The fleet's probe turn does not send a call to a funder whose NotBefore
+// this process knows (its report of it to the fleet failed).
+func TestFleetQuotaProbeTurnKeepsTheLocalNotBefore(t *testing.T) {
+	clock := newFakeClock()
+	f, fu := newQuotaFleet(clock), newFunder(429)
+	until := clock.Now().Add(time.Hour)
+	mock := httpmock.NewMockTransport()
+	mock.RegisterResponder(http.MethodPost, fleetURL, fu.respond)
+	tr := New(mock, WithClock(clock), WithFleet(f), WithBudget(0, time.Minute),
+		WithClassifier(owedClassifier(until)), WithBreakerProbe(time.Second))
+	q := f.Host(fleetKey, FleetPolicy{}).(quotaHost).memQuota
+	f.mu.Lock()
+	q.until, q.known = clock.Now().Add(time.Second), false // another process's probe turn
+	f.fail = true
+	f.mu.Unlock()
+	clock.advance(time.Second)
+	post(t, tr, fleetURL, "x") // owed until the hour; the report fails
+	f.mu.Lock()
+	f.fail = false
+	f.mu.Unlock()
+	before := fu.got.Load()
+	o, err := post(t, tr, fleetURL, "x")
+	wantHeld(t, o, err, until)
+	if fu.got.Load() != before {
+		t.Error("the fleet's probe turn sent a call before the NotBefore this process knows")
 	}
 }

@@ -102,7 +102,7 @@ func (hs *hostState) atRest(now time.Time) bool {
 		// through to a funder the fleet knows is down.
 		return false
 	}
-	if hs.quota.on() {
+	if hs.quota.holdsAt(now) {
 		// A state made anew would send the calls the quota holds.
 		return false
 	}
@@ -255,15 +255,20 @@ const (
 	// MaxHosts is the most hosts whose state (policy, breaker, throttle,
 	// spellings) one Transport keeps, besides those with a call in
 	// flight, which it never drops. Past it, the insert of a new host
-	// drops the least recently used hosts, at rest first (see HostIdle):
-	// a host dropped with an open breaker or a drained bucket starts
-	// again closed and full at its next call.
+	// drops the least recently used hosts, at rest first (see HostIdle),
+	// down to three quarters of MaxHosts: a host dropped with an open
+	// breaker or a drained bucket starts again closed and full at its
+	// next call, and one dropped in quota (possible only when more than
+	// three quarters of MaxHosts are not at rest) forgets its hold and
+	// sends its next call, unless its [FleetQuota] still holds it.
 	MaxHosts = 4096
 	// HostIdle is how long, on the Transport's Clock, the state of a host
 	// at rest is kept with no call: a breaker closed with no failure
 	// counted and a full retry throttle, which a new state would match.
-	// A host whose breaker is open or counting failures, or whose bucket
-	// is not full, is kept whatever its idleness, below MaxHosts.
+	// A host whose breaker is open or counting failures, whose bucket is
+	// not full, or which is in quota (a funder's NotBefore that has
+	// passed no longer counts), is kept whatever its idleness, below
+	// MaxHosts.
 	HostIdle = 10 * time.Minute
 	// MaxHostSeries is how many hosts (host keys) a Transport names on
 	// its instruments: the first it meets. The others are reported

@@ -3,6 +3,7 @@ package grantretry
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,12 +17,18 @@ import (
 //
 //   - with the funder's NotBefore known, until then (a later NotBefore
 //     replaces an earlier one); once it passes, on the Transport's Clock,
-//     calls flow again;
+//     every held caller's next call is sent at once, with no probe first:
+//     the funder said it takes requests from then;
 //   - with none known, one call at a time probes, once per probe
 //     interval (the host's WithBreakerProbe wait), and the others are
 //     held. A probe answered owed again holds the host for another
 //     interval (or until the NotBefore it gives); a probe answered
 //     anything else ends the quota, whatever else the answer says.
+//
+// An owed answer to a request sent before the hold began says nothing of
+// it: during a hold a NotBefore only extends it. A Retry-After past the
+// deadline of a call that cannot be sent again ([StopNotReplayable],
+// [StopNotIdempotent]) holds the host as an owed answer does.
 //
 // A held call is charged to no breaker, throttle or fleet budget, and its
 // dead letter keeps the body and the host's NotBefore. With a fleet whose
@@ -101,8 +108,10 @@ func (c *call) quotaHoldSlow() error {
 				if known {
 					fleetUntil = until
 				}
-			case !known:
-				// The fleet's probe turn has come: one process takes it.
+			case !known && !q.knownHold(now):
+				// The fleet's probe turn has come, and no funder's time
+				// this process knows holds the call (one whose report to
+				// the fleet failed): one process takes the turn.
 				ctx, cancel := context.WithTimeout(c.ctx, DefaultFleetLimit)
 				ok, err := fq.TryQuotaProbe(ctx, hs.cfg.probe)
 				cancel()
@@ -170,6 +179,31 @@ func (q *hostQuota) hold(c *call, now time.Time, fleetHeld, fleetAnswered bool) 
 	return false, time.Time{}
 }
 
+// knownHold reports whether the funder's NotBefore, as this process
+// knows it, holds a call at now.
+func (q *hostQuota) knownHold(now time.Time) bool {
+	if !q.on() {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.on() && now.Before(q.until)
+}
+
+// holdsAt reports whether the host is in quota at now. A funder's
+// NotBefore that has passed ends the quota, with no call to see it.
+func (q *hostQuota) holdsAt(now time.Time) bool {
+	if !q.on() {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.until.IsZero() && !now.Before(q.until) {
+		q.clear()
+	}
+	return q.on()
+}
+
 // clear ends the quota. q.mu is held.
 func (q *hostQuota) clear() {
 	q.setOn(false)
@@ -212,15 +246,36 @@ func (c *call) quotaHeld(nb time.Time) error {
 // quotaVerdict moves the host's quota after an attempt that stop ended
 // ("" if the call goes on): an owed ending puts the host in quota (or
 // keeps it there), and a probe's answer that is not owed ends the quota.
+// An answer whose Retry-After ends past the call's deadline, to a call
+// that could not be sent again ([StopNotReplayable], [StopNotIdempotent]),
+// holds the host as an owed answer does: the call keeps its stop reason.
 // It costs nothing for an attempt that is neither a probe nor owed.
 func (c *call) quotaVerdict(a sentAttempt, stop string) {
-	if c.quota == 0 && stop != StopOwedLater {
+	owed, nb := stop == StopOwedLater, c.out.NotBefore
+	if (stop == StopNotReplayable || stop == StopNotIdempotent) && a.resp != nil &&
+		len(a.resp.Header["Retry-After"]) != 0 {
+		nb, owed = c.retryAfterHold(a.resp)
+	}
+	if c.quota == 0 && !owed {
 		return
 	}
-	c.quotaNote(a, stop == StopOwedLater)
+	c.quotaNote(a, owed, nb)
 }
 
-func (c *call) quotaNote(a sentAttempt, owed bool) {
+// retryAfterHold returns the end of resp's Retry-After, and whether it
+// ends at or after the call's deadline.
+func (c *call) retryAfterHold(resp *http.Response) (time.Time, bool) {
+	now := c.t.clock.Now()
+	after, ok := retryAfter(resp.Header, now)
+	if !ok || after < c.budget.deadline.Sub(now) {
+		return time.Time{}, false
+	}
+	return now.Add(after), true
+}
+
+// quotaNote moves the host's quota after an attempt: owed says it held
+// the host, until nb if the funder said.
+func (c *call) quotaNote(a sentAttempt, owed bool, nb time.Time) {
 	hs := c.host
 	q := &hs.quota
 	probe := c.quota
@@ -229,10 +284,10 @@ func (c *call) quotaNote(a sentAttempt, owed bool) {
 	fq := hs.fleetQuota
 	switch {
 	case owed:
-		q.owed(c, probe, c.out.NotBefore, now)
+		q.owed(c, probe, nb, now)
 		if fq != nil {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
-			fq.Owed(ctx, c.out.NotBefore, hs.cfg.probe)
+			fq.Owed(ctx, nb, hs.cfg.probe)
 			cancel()
 		}
 	case a.resp != nil:
@@ -259,13 +314,26 @@ func (c *call) quotaNote(a sentAttempt, owed bool) {
 			}
 		}
 		q.mu.Unlock()
+	case probe&quotaProbeFleet != 0 && a.sentNothing():
+		c.giveBackFleetProbe()
 	}
+}
+
+// giveBackFleetProbe gives the fleet's probe turn, which this call took
+// and used to send nothing, back to the fleet.
+func (c *call) giveBackFleetProbe() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), DefaultFleetLimit)
+	c.host.fleetQuota.GiveBackQuotaProbe(ctx)
+	cancel()
 }
 
 // owed puts the host in quota, or keeps it there, after an attempt that
 // ended owed at now: until the funder's NotBefore nb, the later one
 // winning, or with none known for a probe interval from the first owed
-// answer, restarted by a probe's.
+// answer, restarted by a probe's. The answer may be to a request sent
+// before the hold began, which says nothing of it: during a hold, a
+// NotBefore only extends it, and one that ends before the hold's next
+// probe turn, or has come already, is ignored.
 func (q *hostQuota) owed(c *call, probe uint8, nb, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -281,25 +349,32 @@ func (q *hostQuota) owed(c *call, probe uint8, nb, now time.Time) {
 		return
 	}
 	switch {
-	case !nb.IsZero():
-		if q.until.IsZero() || nb.After(q.until) {
+	case !nb.IsZero() && !q.until.IsZero():
+		if nb.After(q.until) {
 			q.until = nb
 		}
+	case nb.After(now) && !nb.Before(q.next):
+		q.until = nb
 	case q.until.IsZero() && ownProbe:
 		q.next = now.Add(c.host.cfg.probe)
 	}
 }
 
 // quotaGiveBack gives the host's probe back when the call that took it
-// ends without its attempt being judged (the breaker refused it, its body
-// failed, a panic): the next call may probe at once.
+// ends without its attempt being sent (the breaker refused it, its body
+// failed, a panic before the attempt): the next call may probe at once.
 func (c *call) quotaGiveBack() {
-	if c.quota&quotaProbeLocal != 0 {
+	if c.quota != 0 {
 		c.quotaGiveBackSlow()
 	}
 }
 
 func (c *call) quotaGiveBackSlow() {
+	if c.quota&quotaProbeFleet != 0 {
+		c.quota = 0
+		c.giveBackFleetProbe()
+		return
+	}
 	q := &c.host.quota
 	q.mu.Lock()
 	if q.ownsProbe(c.quota) {
@@ -307,4 +382,24 @@ func (c *call) quotaGiveBackSlow() {
 	}
 	q.mu.Unlock()
 	c.quota = 0
+}
+
+// quotaSpend spends the host's probe when the call that took it panics
+// while its attempt may have reached the funder: the next call probes an
+// interval later, as after a probe that got no answer. The fleet's turn
+// is spent as it was taken.
+func (c *call) quotaSpend() {
+	probe := c.quota
+	c.quota = 0
+	if probe&quotaProbeLocal == 0 {
+		return
+	}
+	now := c.t.clock.Now()
+	q := &c.host.quota
+	q.mu.Lock()
+	if q.ownsProbe(probe) {
+		q.probing = false
+		q.next = now.Add(c.host.cfg.probe)
+	}
+	q.mu.Unlock()
 }

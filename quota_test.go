@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -488,4 +489,172 @@ type sleepHook struct {
 func (s *sleepHook) Sleep(ctx context.Context, d time.Duration) error {
 	s.once.Do(s.hook)
 	return s.fakeClock.Sleep(ctx, d)
+}
+
+// quotaOf is the host's quota state as the Transport holds it.
+func quotaOf(tr *Transport) (on, probing bool, until, next time.Time) {
+	q := &tr.hosts.get("https://funder.test:443").quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.on(), q.probing, q.until, q.next
+}
+
+// An owed answer to a request sent before the hold, whose Retry-After is
+// 0, says nothing of the hold: the hold of unknown length runs its
+// interval.
+func TestQuotaOwedAnswerSentBeforeTheHoldDoesNotShortenIt(t *testing.T) {
+	clock := newFakeClock()
+	slowIn, slowGo := make(chan struct{}), make(chan struct{})
+	var got atomic.Int32
+	inner := rtFunc(func(req *http.Request) (*http.Response, error) {
+		got.Add(1)
+		r := httpmock.NewStringResponse(429, "{}")
+		if req.Header.Get("X-Slow") != "" {
+			close(slowIn)
+			<-slowGo
+			r.Header.Set("Retry-After", "0")
+		}
+		return r, nil
+	})
+	tr := New(inner, WithClock(clock), WithClassifier(owedClassifier(time.Time{})), WithBreakerProbe(time.Second))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest(http.MethodPost, funderURL, strings.NewReader("s"))
+		req.Header.Set("X-Slow", "1")
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-slowIn
+	post(t, tr, funderURL, "x") // owed with no time: the hold begins
+	close(slowGo)
+	<-done
+	before := got.Load()
+	for i := 0; i < 3; i++ {
+		o, err := post(t, tr, funderURL, "x")
+		wantHeld(t, o, err, time.Time{})
+	}
+	if n := got.Load() - before; n != 0 {
+		t.Errorf("%d calls sent within the hold's probe interval", n)
+	}
+}
+
+// A known NotBefore only extends a hold: an earlier one, from an answer to
+// a request sent before, does not shorten it.
+func TestQuotaEarlierNotBeforeDoesNotShortenAKnownHold(t *testing.T) {
+	clock := newFakeClock()
+	until := clock.Now().Add(time.Hour)
+	tr := New(newFunderTransport(429), WithClock(clock), WithClassifier(owedClassifier(until)))
+	post(t, tr, funderURL, "x")
+	c := &call{t: tr, host: tr.hosts.get("https://funder.test:443")}
+	c.host.quota.owed(c, 0, clock.Now(), clock.Now())
+	c.host.quota.owed(c, 0, clock.Now().Add(time.Minute), clock.Now())
+	if _, _, u, _ := quotaOf(tr); !u.Equal(until) {
+		t.Errorf("hold until %v after earlier answers, want %v", u, until)
+	}
+}
+
+// newFunderTransport answers every request with status.
+func newFunderTransport(status int) http.RoundTripper {
+	return rtFunc(func(*http.Request) (*http.Response, error) {
+		return httpmock.NewStringResponse(status, "{}"), nil
+	})
+}
+
+// A probe whose inner transport panics may have reached the funder: it
+// spends its turn, and the next call probes an interval later.
+func TestQuotaProbeThatPanicsWhileSendingSpendsItsTurn(t *testing.T) {
+	clock := newFakeClock()
+	var panicking atomic.Bool
+	var got atomic.Int32
+	inner := rtFunc(func(*http.Request) (*http.Response, error) {
+		got.Add(1)
+		if panicking.Load() {
+			panic("inner transport")
+		}
+		return httpmock.NewStringResponse(429, "{}"), nil
+	})
+	tr := New(inner, WithClock(clock), WithClassifier(owedClassifier(time.Time{})),
+		WithBreakerProbe(time.Second), WithBudget(0, time.Minute))
+	post(t, tr, funderURL, "x")
+	clock.advance(time.Second)
+	panicking.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the inner transport's panic did not go up")
+			}
+		}()
+		post(t, tr, funderURL, "x")
+	}()
+	panicking.Store(false)
+	if _, probing, _, _ := quotaOf(tr); probing {
+		t.Fatal("the probe's turn is still taken after its panic")
+	}
+	o, err := post(t, tr, funderURL, "x")
+	wantHeld(t, o, err, time.Time{})
+	clock.advance(time.Second)
+	if o, _ := post(t, tr, funderURL, "x"); o.Attempts != 1 {
+		t.Errorf("call an interval after the panicking probe: %+v; want it to probe", o)
+	}
+	if n := got.Load(); n != 3 {
+		t.Errorf("the funder received %d requests, want 3", n)
+	}
+}
+
+// A host whose funder's NotBefore has passed is at rest, though no call
+// came since: the sweep may drop it.
+func TestQuotaPassedNotBeforeLeavesTheHostAtRest(t *testing.T) {
+	clock := newFakeClock()
+	until := clock.Now().Add(time.Minute)
+	tr := New(newFunderTransport(429), WithClock(clock), WithClassifier(owedClassifier(until)),
+		WithoutBreaker(), WithoutRetryThrottle())
+	post(t, tr, funderURL, "x")
+	hs := tr.hosts.get("https://funder.test:443")
+	if hs.atRest(clock.Now()) {
+		t.Fatal("a host held until its funder's NotBefore is at rest")
+	}
+	clock.advance(time.Minute)
+	if !hs.atRest(clock.Now()) {
+		t.Error("a host whose funder's NotBefore has passed is not at rest")
+	}
+}
+
+// A 429 whose Retry-After ends past the deadline, to a request that
+// cannot be sent again, ends body_not_replayable and holds the host until
+// then, as an owed answer does; the call's own Outcome.NotBefore stays
+// zero, as for every stop reason but owed_later.
+func TestQuotaRetryAfterPastDeadlineOnAStreamedBodyHoldsTheHost(t *testing.T) {
+	clock := newFakeClock()
+	clock.freeze()
+	var got atomic.Int32
+	inner := rtFunc(func(req *http.Request) (*http.Response, error) {
+		got.Add(1)
+		if req.Body != nil {
+			io.Copy(io.Discard, req.Body)
+		}
+		r := httpmock.NewStringResponse(429, "{}")
+		r.Header.Set("Retry-After", "3600")
+		return r, nil
+	})
+	tr := New(inner, WithClock(clock), WithReplayLimit(4), WithBudget(4, time.Minute))
+	req, _ := http.NewRequest(http.MethodPost, funderURL, io.NopCloser(strings.NewReader(strings.Repeat("B", 100))))
+	req.ContentLength = -1
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("streamed call: %v; want the funder's answer", err)
+	}
+	resp.Body.Close()
+	until := clock.Now().Add(time.Hour)
+	o := mustOutcome(t, resp)
+	if o.StopReason != StopNotReplayable || !o.NotBefore.IsZero() {
+		t.Errorf("streamed call: %s, NotBefore %v; want %s and no NotBefore (its stop reason is not owed_later)",
+			o.StopReason, o.NotBefore, StopNotReplayable)
+	}
+	o, err = post(t, tr, funderURL, "x")
+	wantHeld(t, o, err, until)
+	if n := got.Load(); n != 1 {
+		t.Errorf("the funder received %d requests, want 1", n)
+	}
 }

@@ -708,10 +708,13 @@ func (c *call) attemptCause(err error, disp Disposition) error {
 // too, and the panic goes on up, as gobreaker's own Execute does.
 func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err error) {
 	var body io.ReadCloser
-	ok := false
+	ok, sending := false, false
 	defer func() {
 		if ok {
 			return
+		}
+		if sending {
+			c.quotaSpend() // the panicking attempt may have reached the funder
 		}
 		p.give(errBreakerExcluded)
 		if body != nil {
@@ -756,6 +759,7 @@ func (c *call) send(p *permit) (a sentAttempt, d decision, disp Disposition, err
 	if c.t.cfg.letters != nil {
 		c.noteSent()
 	}
+	sending = true
 	c.attempt(&a, body)
 	c.out.Attempts++
 	d, disp = c.judge(a, p, logging, sent)

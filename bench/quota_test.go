@@ -81,10 +81,10 @@ type quotaCall struct {
 }
 
 type quotaRun struct {
-	window    time.Duration
-	perSecond []int64 // requests the funder received in each probe interval of the window
-	calls     []quotaCall
-	requests  map[string]int // per call id: requests the funder received
+	window      time.Duration
+	perInterval []int64 // requests the funder received in each probe interval of the window
+	calls       []quotaCall
+	requests    map[string]int // per call id: requests the funder received
 }
 
 // quotaFunder answers 429 LimitExceededException until windowEnd, then 200.
@@ -170,25 +170,25 @@ func runQuota(b *testing.B, mk func(http.RoundTripper) http.RoundTripper, window
 	wg.Wait()
 	r := quotaRun{window: window, calls: calls, requests: f.perCall}
 	for i := range f.buckets {
-		r.perSecond = append(r.perSecond, f.buckets[i].Load())
+		r.perInterval = append(r.perInterval, f.buckets[i].Load())
 	}
 	return r
 }
 
 func (r quotaRun) report(b *testing.B) {
 	var sum, most int64
-	for _, n := range r.perSecond {
+	for _, n := range r.perInterval {
 		sum += n
 		most = max(most, n)
 	}
 	var held int64 // the intervals after the first, whose requests the onset's answers could not have held
-	for _, n := range r.perSecond[1:] {
+	for _, n := range r.perInterval[1:] {
 		held = max(held, n)
 	}
-	b.Logf("requests the funder received per probe interval of the window: %v", r.perSecond)
+	b.Logf("requests the funder received per probe interval of the window: %v", r.perInterval)
 	b.ReportMetric(float64(most), "window_req_per_interval_max")
 	b.ReportMetric(float64(held), "held_req_per_interval_max")
-	b.ReportMetric(float64(sum)/float64(len(r.perSecond)), "window_req_per_interval_mean")
+	b.ReportMetric(float64(sum)/float64(len(r.perInterval)), "window_req_per_interval_mean")
 
 	var inWindow, reqs int
 	for _, c := range r.calls {

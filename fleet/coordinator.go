@@ -201,13 +201,13 @@ type coordHost struct {
 	// quota is the host's quota hold as last heard, nil or a zero until
 	// for none; each store is a new value, so that a re-read that was
 	// asked before a statement of this process answered does not
-	// overwrite that answer (see hearQuota). quotaAsking says a
-	// TryQuotaProbe statement of this process is in flight, and
+	// overwrite that answer (see hearQuota). quotaAsk is the
+	// TryQuotaProbe statement of this process in flight, nil if none, and
 	// quotaTurn is the end (Unix ns) of a probe turn that statement took
 	// after its caller stopped waiting, 0 if none: the next call takes it.
-	quota       atomic.Pointer[quotaHeard]
-	quotaAsking atomic.Bool
-	quotaTurn   atomic.Int64
+	quota     atomic.Pointer[quotaHeard]
+	quotaAsk  atomic.Pointer[quotaAsk]
+	quotaTurn atomic.Int64
 }
 
 // maxChanges bounds the changes a host keeps for TakeChanges: a caller

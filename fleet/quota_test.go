@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -137,8 +138,10 @@ func TestQuotaOwedKeepsTheLongerHold(t *testing.T) {
 			wantUntil: base.Add(2 * time.Hour)},
 		{name: "an earlier funder's time does not shorten", owed: []owed{{until: base.Add(2 * time.Hour)}, {until: base.Add(time.Hour)}},
 			wantUntil: base.Add(2 * time.Hour)},
-		{name: "the funder's time replaces a probe turn", owed: []owed{{probe: 3 * time.Hour}, {until: base.Add(time.Hour)}},
+		{name: "a later funder's time replaces a probe turn", owed: []owed{{probe: time.Minute}, {until: base.Add(time.Hour)}},
 			wantUntil: base.Add(time.Hour)},
+		{name: "an earlier funder's time does not shorten a probe turn", owed: []owed{{probe: 3 * time.Hour}, {until: base.Add(time.Hour)}},
+			wantLeft: 3 * time.Hour},
 		{name: "a probe turn does not shorten the funder's time", owed: []owed{{until: base.Add(2 * time.Hour)}, {probe: time.Minute}},
 			wantUntil: base.Add(2 * time.Hour)},
 		{name: "a probe turn extends a shorter funder's time", owed: []owed{{until: base.Add(time.Second)}, {probe: time.Hour}},
@@ -493,5 +496,192 @@ func TestQuotaOwedInOneProcessHoldsTheOthers(t *testing.T) {
 	}
 	if n := got.Load(); n != 1 {
 		t.Errorf("the funder in quota received %d requests, want A's 1", n)
+	}
+}
+
+// A store that accepts connections and never answers: while one
+// TryQuotaProbe statement hangs, the process's other calls are given an
+// error, so that the Transport's own state decides, not a refusal that
+// holds them as if another process had the turn.
+func TestQuotaProbeWithAStoreThatDoesNotAnswerGivesEveryCallAnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@"+ln.Addr().String()+"/x?connect_timeout=30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	co := NewCoordinator(pool, WithReread(time.Hour))
+	defer co.Close()
+	h := co.Host(quotaKey, grantretry.FleetPolicy{}).(quotaHost)
+	h.(*coordHost).quota.Store(&quotaHeard{until: time.Now().Add(-time.Millisecond)}) // a probe turn passed
+	first := make(chan struct{})
+	var wg sync.WaitGroup
+	var held atomic.Int32
+	for i := range 8 {
+		wg.Go(func() {
+			if i > 0 {
+				<-first
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), grantretry.DefaultFleetLimit)
+			defer cancel()
+			if i == 0 {
+				// Let the others ask while this one's statement is out.
+				time.AfterFunc(time.Millisecond, func() { close(first) })
+			}
+			if ok, err := h.TryQuotaProbe(ctx, time.Second); !ok && err == nil {
+				held.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := held.Load(); n > 0 {
+		t.Errorf("with the store not answering, %d of 8 calls were refused the turn with no error", n)
+	}
+}
+
+// With every detached statement slot taken, TryQuotaProbe gives an error.
+func TestQuotaProbeWithNoStatementSlotGivesAnError(t *testing.T) {
+	pool := newPool(t)
+	co, h := quotaProcess(t, pool)
+	h.(*coordHost).quota.Store(&quotaHeard{until: time.Now().Add(-time.Millisecond)})
+	for range cap(co.slots) {
+		co.slots <- struct{}{}
+	}
+	defer func() {
+		for range cap(co.slots) {
+			<-co.slots
+		}
+	}()
+	if ok, err := h.TryQuotaProbe(context.Background(), time.Second); ok || err == nil {
+		t.Errorf("TryQuotaProbe with no slot = %v, %v; want false and an error", ok, err)
+	}
+}
+
+// A probe turn given back goes to the next call of any process at once.
+func TestQuotaProbeTurnGivenBackGoesToTheNextCall(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t)
+	coA, a := quotaProcess(t, pool)
+	coB, b := quotaProcess(t, pool)
+	if err := a.Owed(ctx, time.Time{}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	passTurn(t, pool, coA, coB)
+	if ok, err := a.TryQuotaProbe(ctx, time.Hour); !ok || err != nil {
+		t.Fatalf("TryQuotaProbe = %v, %v; want the turn", ok, err)
+	}
+	if err := a.GiveBackQuotaProbe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coB.reread(ctx)
+	if ok, err := b.TryQuotaProbe(ctx, time.Hour); !ok || err != nil {
+		t.Fatalf("after the turn was given back, B's TryQuotaProbe = %v, %v; want the turn", ok, err)
+	}
+	// A turn that is not this process's, or a funder's time, is not given back.
+	if err := b.Owed(ctx, time.Now().Add(2*time.Hour), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.GiveBackQuotaProbe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, known, left := quotaRowOf(t, pool); !known || left < time.Hour {
+		t.Errorf("a funder's time was given back: known %v, %s left", known, left)
+	}
+}
+
+// An owed answer whose time has come, or ends before the hold does, may
+// be to a request sent before the hold: it does not shorten it.
+func TestQuotaOwedAnswerDoesNotShortenAHold(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		probe time.Duration // the hold, a probe turn this long
+		until time.Duration // the answer's time, from now
+	}{
+		{"a time come already", time.Hour, -time.Second},
+		{"a time now", time.Hour, 0},
+		{"a time before the turn ends", time.Hour, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool(t)
+			_, a := quotaProcess(t, pool)
+			if err := a.Owed(ctx, time.Time{}, tc.probe); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Owed(ctx, time.Now().Add(tc.until), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if until, known, left := quotaRowOf(t, pool); until == nil || known || left < tc.probe-time.Minute {
+				t.Errorf("held %s more, known %v; want the probe turn of %s kept", left, known, tc.probe)
+			}
+			if until, known := a.QuotaUntil(); known || time.Until(until) < tc.probe-time.Minute {
+				t.Errorf("the process heard %s; want the probe turn kept", heldUntil(a))
+			}
+		})
+	}
+}
+
+// A funder's time that has passed is no hold: the process stops hearing
+// it, and a re-read does not bring it back.
+func TestQuotaFundersTimePassedIsNotHeld(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t)
+	co, a := quotaProcess(t, pool)
+	notBefore := time.Now().Add(time.Second)
+	if err := a.Owed(ctx, notBefore, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if until, _ := a.QuotaUntil(); until.IsZero() && time.Now().Before(notBefore) {
+		t.Fatal("not held after Owed")
+	}
+	waitFor(t, "the funder's time to pass", func() bool {
+		until, _ := a.QuotaUntil()
+		return until.IsZero()
+	})
+	co.reread(ctx)
+	if until, _ := a.QuotaUntil(); !until.IsZero() {
+		t.Errorf("after a re-read, the process hears %s, a funder's time passed", heldUntil(a))
+	}
+}
+
+// QuotaUntil's probe turns are on the wall clock (time.Now), the clock a
+// Transport with the default Clock compares them with.
+func TestQuotaUntilIsOnTheWallClock(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t)
+	_, a := quotaProcess(t, pool)
+	before := time.Now()
+	if err := a.Owed(ctx, time.Time{}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	until, known := a.QuotaUntil()
+	// The database's clock is the machine's: allow for the statement.
+	if known || until.Before(before.Add(time.Hour-time.Second)) || until.After(after.Add(time.Hour+time.Second)) {
+		t.Errorf("probe turn heard as %s; want an hour after the wall clock's %s", heldUntil(a), before)
 	}
 }
