@@ -44,7 +44,9 @@ const (
 // Dir is the durable grantretry.DeadLetterSink: a directory holding each
 // letter as its own file, <ID>.json, written so that a crash leaves either
 // a whole letter or none. Letters marked redelivered move to the
-// RedeliveredDir subdirectory, next to a record of the redelivery. A
+// RedeliveredDir subdirectory, next to a record of the redelivery; retired
+// letters ([Dir.Retire]) to the RetiredDir subdirectory, each within its
+// record. A
 // letter file is replaced (whole, atomically) only by Dir.Redeliver, to
 // record a redelivery that failed; its body and key never change. Open one with Open to write letters, or
 // with OpenReadOnly only to read them; the zero value is not usable. A Dir
@@ -80,8 +82,8 @@ type Redelivery struct {
 	Note        string                 `json:"note,omitempty"`
 }
 
-// Open opens dir as a Dir, creating it (mode 0700) and its RedeliveredDir
-// if needed. It removes the temporary files a
+// Open opens dir as a Dir, creating it (mode 0700), its RedeliveredDir
+// and its RetiredDir if needed. It removes the temporary files a
 // crashed write left behind, once they are a minute old; a younger one may
 // belong to another process still writing, and is ignored by List anyway.
 func Open(dir string) (*Dir, error) {
@@ -95,7 +97,10 @@ func Open(dir string) (*Dir, error) {
 	if err := mkdirDurable(d.archive()); err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
-	for _, sub := range []string{dir, d.archive()} {
+	if err := mkdirDurable(d.retiredPath()); err != nil {
+		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
+	}
+	for _, sub := range []string{dir, d.archive(), d.retiredPath()} {
 		if err := removeStaleTemps(sub, time.Now()); err != nil {
 			return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 		}
@@ -260,8 +265,8 @@ func (d *Dir) publishNew(tmp, final string) error {
 	return os.Rename(tmp, final)
 }
 
-// List returns the letters in the directory, not those redelivered, sorted
-// by Created, then ID; a letter marked in flight (see Dir.Redeliver) is
+// List returns the letters in the directory, not those redelivered or
+// retired, sorted by Created, then ID; a letter marked in flight (see Dir.Redeliver) is
 // returned Ambiguous. Temporary files and subdirectories are skipped. A
 // .json file that is not a whole, valid letter named after its ID is not
 // skipped silently: List still returns every other letter, and err joins
@@ -271,6 +276,10 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
+	retired, err := d.retiredIDs()
+	if err != nil {
+		return nil, err
+	}
 	var letters []*grantretry.Letter
 	var errs []error
 	sending := map[string]bool{}
@@ -279,8 +288,9 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 		if id, ok := strings.CutSuffix(name, sendingExt); ok {
 			sending[id] = true
 		}
-		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) {
-			continue
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) ||
+			retired[strings.TrimSuffix(name, letterExt)] {
+			continue // a retired letter's waiting file is one its retirement was cut short before removing
 		}
 		l, err := readLetter(d.dir, strings.TrimSuffix(name, letterExt))
 		if err != nil {
@@ -307,11 +317,15 @@ func sortLetters(ls []*grantretry.Letter) {
 
 // Get returns the letter id, not yet redelivered: Ambiguous if it is
 // marked in flight (see Dir.Redeliver). The error matches fs.ErrNotExist
-// if there is none, and ErrBadLetter if id is not a valid letter ID or the
-// file is not a valid letter.
+// if there is none, ErrRetired (and fs.ErrNotExist) if it was retired
+// ([Dir.Retirement] reads it), and ErrBadLetter if id is not a valid
+// letter ID or the file is not a valid letter.
 func (d *Dir) Get(id string) (*grantretry.Letter, error) {
 	if err := validateLetterID(id); err != nil {
 		return nil, err
+	}
+	if r, ok := d.isRetired(id); ok {
+		return nil, &retiredError{id: id, r: r}
 	}
 	l, err := readLetter(d.dir, id)
 	if err != nil {
