@@ -82,8 +82,8 @@ type Redelivery struct {
 	Note        string                 `json:"note,omitempty"`
 }
 
-// Open opens dir as a Dir, creating it (mode 0700), its RedeliveredDir
-// and its RetiredDir if needed. It removes the temporary files a
+// Open opens dir as a Dir, creating it (mode 0700) and its RedeliveredDir
+// if needed (the first Retire creates RetiredDir). It removes the temporary files a
 // crashed write left behind, once they are a minute old; a younger one may
 // belong to another process still writing, and is ignored by List anyway.
 func Open(dir string) (*Dir, error) {
@@ -97,11 +97,12 @@ func Open(dir string) (*Dir, error) {
 	if err := mkdirDurable(d.archive()); err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
-	if err := mkdirDurable(d.retiredPath()); err != nil {
-		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
-	}
 	for _, sub := range []string{dir, d.archive(), d.retiredPath()} {
-		if err := removeStaleTemps(sub, time.Now()); err != nil {
+		err := removeStaleTemps(sub, time.Now())
+		if sub == d.retiredPath() && errors.Is(err, fs.ErrNotExist) {
+			continue // the first Retire makes it
+		}
+		if err != nil {
 			return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 		}
 	}

@@ -115,7 +115,7 @@ func TestOpenDeadLetterDirCreatesPrivateDirectories(t *testing.T) {
 	if _, err := Open(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir), filepath.Join(dir, RetiredDir)} {
+	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir)} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -786,7 +786,7 @@ func dlMakeReadOnly(t *testing.T, dir string) {
 	if os.Geteuid() == 0 {
 		t.Skip("root ignores directory permissions")
 	}
-	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir), filepath.Join(dir, RetiredDir)} {
+	for _, p := range []string{dir, filepath.Join(dir, RedeliveredDir)} {
 		if err := os.Chmod(p, 0o500); err != nil {
 			t.Fatal(err)
 		}

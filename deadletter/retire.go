@@ -217,6 +217,9 @@ func (d *Dir) RetireWith(id, reason string, o RetireOptions) (*Retirement, error
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: letter %s: %w", id, err)
 	}
+	if err := mkdirDurable(d.retiredPath()); err != nil {
+		return nil, fmt.Errorf("grantretry: letter %s not retired: %w", id, err)
+	}
 	if err := d.writeFile(d.retiredPath(), id+letterExt, append(data, '\n'), d.publishNew); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: letter %s not retired: another process retired it meanwhile", ErrRetired, id)

@@ -77,6 +77,9 @@ func TestRetireTakesTheLetterOutOfTheWaitingSetAndKeepsItsRecord(t *testing.T) {
 	if err != nil || len(all) != 1 || all[0].ID != gone.ID {
 		t.Errorf("Retired() = %v, %v", all, err)
 	}
+	if fi, err := os.Stat(filepath.Join(d.Path(), RetiredDir)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, %v; want a directory with 0700", RetiredDir, fi, err)
+	}
 }
 
 func TestRetireNamesTheOperatingSystemUserByDefault(t *testing.T) {
@@ -122,8 +125,8 @@ func TestRetireRequiresAReason(t *testing.T) {
 		if got := listedIDs(t, d); len(got) != 1 {
 			t.Errorf("reason %q: the letter left the waiting set: %v", reason, got)
 		}
-		if names := dlNames(t, filepath.Join(d.Path(), RetiredDir)); len(names) != 0 {
-			t.Errorf("reason %q: %v written", reason, names)
+		if rs, err := d.Retired(); err != nil || len(rs) != 0 {
+			t.Errorf("reason %q: %v, %v retired", reason, rs, err)
 		}
 	}
 }
@@ -232,6 +235,9 @@ func TestRetirementCutShortByACrash(t *testing.T) {
 		d := dlOpen(t)
 		l := dlLetter("cut-2", dlT0)
 		dlPut(t, d, l)
+		if err := os.Mkdir(filepath.Join(d.Path(), RetiredDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		tmp := filepath.Join(d.Path(), RetiredDir, tempPrefix+l.ID+".json-123")
 		if err := os.WriteFile(tmp, []byte(`{"id":"cut-2","letter":`), 0o600); err != nil {
 			t.Fatal(err)
