@@ -325,8 +325,8 @@ func (d *Dir) Get(id string) (*grantretry.Letter, error) {
 	if err := validateLetterID(id); err != nil {
 		return nil, err
 	}
-	if r, ok := d.isRetired(id); ok {
-		return nil, &retiredError{id: id, r: r}
+	if err := d.retiredErr(id, ""); err != nil {
+		return nil, err
 	}
 	l, err := readLetter(d.dir, id)
 	if err != nil {

@@ -135,11 +135,15 @@ func (r *Retirement) Record(sink grantretry.AuditSink) error {
 // longer waiting, fs.ErrNotExist.
 type retiredError struct {
 	id   string
-	r    *Retirement
+	r    *Retirement // nil if its record does not read (bad)
+	bad  error
 	what string // "" or what was not done, after the id: " not sent"
 }
 
 func (e *retiredError) Error() string {
+	if e.r == nil {
+		return fmt.Sprintf("grantretry: letter %s%s: it has a retirement record, which does not read: %v", e.id, e.what, e.bad)
+	}
 	return fmt.Sprintf("grantretry: letter %s%s: it was retired at %s by %s: %s",
 		e.id, e.what, e.r.RetiredAt.UTC().Format(time.RFC3339), e.r.RetiredBy, e.r.Reason)
 }
@@ -334,15 +338,16 @@ func (d *Dir) retiredIDs() (map[string]bool, error) {
 	return ids, nil
 }
 
-// isRetired reports whether id has a retirement record, and returns it;
-// a record that cannot be read still counts, with what is known.
-func (d *Dir) isRetired(id string) (*Retirement, bool) {
+// retiredErr returns the error about id if it has a retirement record,
+// nil if it has none; a record that cannot be read still counts. what
+// says what was not done (" not sent"), or is "".
+func (d *Dir) retiredErr(id, what string) error {
 	r, err := d.Retirement(id)
 	if err == nil {
-		return r, true
+		return &retiredError{id: id, r: r, what: what}
 	}
 	if _, serr := os.Lstat(filepath.Join(d.retiredPath(), id+letterExt)); serr == nil {
-		return &Retirement{ID: id, RetiredBy: "?", Reason: err.Error()}, true
+		return &retiredError{id: id, bad: err, what: what}
 	}
-	return nil, false
+	return nil
 }

@@ -299,3 +299,28 @@ func TestRetirementLineIsOnTheTrail(t *testing.T) {
 		t.Errorf("line at %v, retired at %v", recs[0].Time, r.RetiredAt)
 	}
 }
+
+// A retirement record that does not read still keeps its letter out of
+// the waiting set, and Retired reports it as a bad letter.
+func TestUnreadableRetirementStillKeepsTheLetterOut(t *testing.T) {
+	d := dlOpen(t)
+	l := dlLetter("bad-1", dlT0)
+	dlPut(t, d, l)
+	if err := d.Retire(l.ID, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	dlPut(t, d, l)
+	if err := os.WriteFile(filepath.Join(d.Path(), RetiredDir, l.ID+".json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := listedIDs(t, d); len(got) != 0 {
+		t.Errorf("List shows %v", got)
+	}
+	var sent atomic.Int32
+	if _, err := d.Redeliver(context.Background(), countingClient(&sent), l.ID, TrustKey); !errors.Is(err, ErrRetired) || sent.Load() != 0 {
+		t.Errorf("Redeliver: %v, %d sent; want ErrRetired, none", err, sent.Load())
+	}
+	if rs, err := d.Retired(); len(rs) != 0 || !errors.Is(err, ErrBadLetter) {
+		t.Errorf("Retired() = %v, %v; want none and ErrBadLetter", rs, err)
+	}
+}

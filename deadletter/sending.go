@@ -105,8 +105,8 @@ func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, rec
 		return nil, fmt.Errorf("%w: letter %s not sent: another call is redelivering it", ErrInFlight, id)
 	}
 	defer d.unclaim(id)
-	if r, ok := d.isRetired(id); ok {
-		return nil, &retiredError{id: id, r: r, what: " not sent"}
+	if err := d.retiredErr(id, " not sent"); err != nil {
+		return nil, err
 	}
 	resp, err := d.redeliver(ctx, client, id, reconcile)
 	if err != nil && resp != nil {
