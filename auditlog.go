@@ -22,6 +22,7 @@ const (
 	MsgDisposition = "grantretry.disposition" // one per call: INFO if succeeded, WARN otherwise
 	MsgBreaker     = "grantretry.breaker"     // one per breaker state change, at WARN
 	MsgReconcile   = "grantretry.reconcile"   // one per question to the reconciler: INFO, or WARN when it could not tell
+	MsgRetired     = "grantretry.retired"     // one per dead letter retired (deadletter.Retirement.Record), at INFO
 )
 
 // Audit field names. They are stable: an audit trail written today must be
@@ -51,7 +52,7 @@ const (
 	FieldBreaker        = "breaker"        // on breaker lines: the breaker's host, as scheme://host:port
 	FieldBreakerFrom    = "from"
 	FieldBreakerTo      = "to"
-	FieldDeadLetterID   = "dead_letter_id" // on disposition lines: the Letter kept for the call, "" if none
+	FieldDeadLetterID   = "dead_letter_id" // on disposition lines: the Letter kept for the call, "" if none; on retired lines: the Letter retired
 	FieldRecordError    = "record_error"   // on disposition lines: why the dead letter could not be kept (or where it was kept instead of its sink), "" if it was or none was due
 	FieldReconciles     = "reconciles"     // on disposition lines: questions asked of the reconciler
 	FieldAmbiguous      = "ambiguous"      // on disposition lines: the last attempt may have been applied without its answer saying so
@@ -60,6 +61,8 @@ const (
 	FieldDueBy          = "due_by"         // on disposition lines of a call with a closing time (WithClosingTime): that time; absent on other calls
 	FieldLate           = "late"           // on disposition lines of a call with a closing time: Outcome.Late; absent on other calls
 	FieldNotBefore      = "not_before"     // on disposition lines of calls that ended owed_later only: Outcome.NotBefore, RFC 3339 in UTC, "" when the funder did not say
+	FieldRetiredBy      = "retired_by"     // on retired lines: who retired the letter
+	FieldRetiredReason  = "retired_reason" // on retired lines: why, in the words of whoever retired it
 )
 
 // AuditSink is where a Transport's audit records go besides its logger

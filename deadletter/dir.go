@@ -44,7 +44,9 @@ const (
 // Dir is the durable grantretry.DeadLetterSink: a directory holding each
 // letter as its own file, <ID>.json, written so that a crash leaves either
 // a whole letter or none. Letters marked redelivered move to the
-// RedeliveredDir subdirectory, next to a record of the redelivery. A
+// RedeliveredDir subdirectory, next to a record of the redelivery; retired
+// letters ([Dir.Retire]) to the RetiredDir subdirectory, each within its
+// record. A
 // letter file is replaced (whole, atomically) only by Dir.Redeliver, to
 // record a redelivery that failed; its body and key never change. Open one with Open to write letters, or
 // with OpenReadOnly only to read them; the zero value is not usable. A Dir
@@ -81,7 +83,7 @@ type Redelivery struct {
 }
 
 // Open opens dir as a Dir, creating it (mode 0700) and its RedeliveredDir
-// if needed. It removes the temporary files a
+// if needed (the first Retire creates RetiredDir). It removes the temporary files a
 // crashed write left behind, once they are a minute old; a younger one may
 // belong to another process still writing, and is ignored by List anyway.
 func Open(dir string) (*Dir, error) {
@@ -95,8 +97,12 @@ func Open(dir string) (*Dir, error) {
 	if err := mkdirDurable(d.archive()); err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
-	for _, sub := range []string{dir, d.archive()} {
-		if err := removeStaleTemps(sub, time.Now()); err != nil {
+	for _, sub := range []string{dir, d.archive(), d.retiredPath()} {
+		err := removeStaleTemps(sub, time.Now())
+		if sub == d.retiredPath() && errors.Is(err, fs.ErrNotExist) {
+			continue // the first Retire makes it
+		}
+		if err != nil {
 			return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 		}
 	}
@@ -260,8 +266,8 @@ func (d *Dir) publishNew(tmp, final string) error {
 	return os.Rename(tmp, final)
 }
 
-// List returns the letters in the directory, not those redelivered, sorted
-// by Created, then ID; a letter marked in flight (see Dir.Redeliver) is
+// List returns the letters in the directory, not those redelivered or
+// retired, sorted by Created, then ID; a letter marked in flight (see Dir.Redeliver) is
 // returned Ambiguous. Temporary files and subdirectories are skipped. A
 // .json file that is not a whole, valid letter named after its ID is not
 // skipped silently: List still returns every other letter, and err joins
@@ -271,6 +277,10 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grantretry: dead letter directory: %w", err)
 	}
+	retired, err := d.retiredIDs()
+	if err != nil {
+		return nil, err
+	}
 	var letters []*grantretry.Letter
 	var errs []error
 	sending := map[string]bool{}
@@ -279,8 +289,9 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 		if id, ok := strings.CutSuffix(name, sendingExt); ok {
 			sending[id] = true
 		}
-		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) {
-			continue
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) ||
+			retired[strings.TrimSuffix(name, letterExt)] {
+			continue // a retired letter's waiting file is one its retirement was cut short before removing
 		}
 		l, err := readLetter(d.dir, strings.TrimSuffix(name, letterExt))
 		if err != nil {
@@ -307,10 +318,14 @@ func sortLetters(ls []*grantretry.Letter) {
 
 // Get returns the letter id, not yet redelivered: Ambiguous if it is
 // marked in flight (see Dir.Redeliver). The error matches fs.ErrNotExist
-// if there is none, and ErrBadLetter if id is not a valid letter ID or the
-// file is not a valid letter.
+// if there is none, ErrRetired (and fs.ErrNotExist) if it was retired
+// ([Dir.Retirement] reads it), and ErrBadLetter if id is not a valid
+// letter ID or the file is not a valid letter.
 func (d *Dir) Get(id string) (*grantretry.Letter, error) {
 	if err := validateLetterID(id); err != nil {
+		return nil, err
+	}
+	if err := d.retiredErr(id, ""); err != nil {
 		return nil, err
 	}
 	l, err := readLetter(d.dir, id)

@@ -86,7 +86,8 @@ type sendingMark struct {
 // As with [http.Client.Do], a non-nil error comes with no response: the
 // body of an answer that could not be written into the letter is closed.
 // Every error starts "grantretry:" and names the letter. The letter is
-// refused, with nothing written or sent, as Redeliver refuses it (a late
+// refused, with nothing written or sent, if it was retired (ErrRetired),
+// as Redeliver refuses it (a late
 // letter with ErrLate unless ctx comes from SendLate, one not yet due with
 // ErrNotYet unless it comes from SendEarly), and if
 // d was opened with OpenReadOnly (fs.ErrPermission).
@@ -104,6 +105,9 @@ func (d *Dir) Redeliver(ctx context.Context, client *http.Client, id string, rec
 		return nil, fmt.Errorf("%w: letter %s not sent: another call is redelivering it", ErrInFlight, id)
 	}
 	defer d.unclaim(id)
+	if err := d.retiredErr(id, " not sent"); err != nil {
+		return nil, err
+	}
 	resp, err := d.redeliver(ctx, client, id, reconcile)
 	if err != nil && resp != nil {
 		drainClose(resp)

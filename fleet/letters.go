@@ -362,7 +362,8 @@ func removeLetterFile(path string) error {
 	return nil
 }
 
-// List returns the letters waiting (not redelivered), oldest first.
+// List returns the letters waiting (not redelivered, not retired), oldest
+// first.
 func (s *Letters) List(ctx context.Context) ([]*grantretry.Letter, error) {
 	rows, err := s.pool.Query(ctx,
 		`SELECT letter FROM grantretry_letters WHERE state = 'waiting' ORDER BY created, id`)
@@ -379,8 +380,10 @@ func (s *Letters) List(ctx context.Context) ([]*grantretry.Letter, error) {
 	})
 }
 
-// Get returns the letter id and, if it was redelivered, the record of it
-// (nil while it waits). The error matches pgx.ErrNoRows if there is none.
+// Get returns the letter id, whatever its state, and, if it was
+// redelivered, the record of it (nil while it waits, and for a retired
+// letter, whose record [Letters.Retirement] returns). The error matches
+// pgx.ErrNoRows if there is none.
 func (s *Letters) Get(ctx context.Context, id string) (*grantretry.Letter, *deadletter.Redelivery, error) {
 	var data, result []byte
 	err := s.pool.QueryRow(ctx,

@@ -39,6 +39,21 @@ ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS not_before timestamptz;
 -- whose closing time has passed, unless the caller chose to send late.
 ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS due_by timestamptz NULL;
 ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS late boolean NOT NULL DEFAULT false;
+-- A retired letter (Letters.Retire) leaves the waiting set for good: its
+-- state is 'retired', and who retired it, when and why are kept beside it.
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS retired_at timestamptz;
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS retired_by text;
+ALTER TABLE grantretry_letters ADD COLUMN IF NOT EXISTS retired_reason text;
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_constraint
+			WHERE conrelid = 'grantretry_letters'::regclass AND conname = 'grantretry_letters_state_check'
+			AND pg_get_constraintdef(oid) LIKE '%retired%') THEN
+		ALTER TABLE grantretry_letters DROP CONSTRAINT IF EXISTS grantretry_letters_state_check;
+		ALTER TABLE grantretry_letters ADD CONSTRAINT grantretry_letters_state_check
+			CHECK (state IN ('waiting', 'redelivered', 'retired'));
+	END IF;
+END $$;
 
 CREATE TABLE IF NOT EXISTS grantretry_trail (
 	writer  text   NOT NULL,

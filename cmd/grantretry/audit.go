@@ -61,10 +61,12 @@ by) of a call made under one and whether it was late. A dead letter sent
 again (grantretry deadletter redeliver, or deadletter.Redeliver through
 a Transport with the same trail) is a call of its own, after the call
 that left the letter, and says which letter it redelivers, even when it
-began before that call's disposition was written. Text from a funder or
-a caller is shown with its control characters escaped (\x1b), never as
-they are. Exits 1 if no call matches or the chain is broken (the calls
-read before the break are still printed).
+began before that call's disposition was written. A dead letter retired
+with its line on the trail (grantretry.retired) shows as a retirement,
+in its time order: after the calls of the letter it ends. Text from a
+funder or a caller is shown with its control characters escaped (\x1b),
+never as they are. Exits 1 if no call matches or the chain is broken
+(the calls read before the break are still printed).
 `
 
 // runAudit runs "grantretry audit": verify or trace.
@@ -268,6 +270,7 @@ type tracedCall struct {
 	first       trail.Record // the call's first record
 	attempts    []trail.Record
 	disposition *trail.Record
+	retired     bool // first is a retirement line, not a call's record
 }
 
 // traceCalls gathers the matching records by call: by correlation id,
@@ -290,6 +293,11 @@ func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 	return func(r trail.Record) error {
 		switch r.Msg {
 		case grantretry.MsgAttempt, grantretry.MsgReconcile, grantretry.MsgDisposition:
+		case grantretry.MsgRetired:
+			if rawText(r.Fields[field]) == value {
+				c.order = append(c.order, &tracedCall{first: r, retired: true})
+			}
+			return nil
 		default:
 			return nil
 		}
@@ -312,13 +320,44 @@ func (c *traceCalls) collect(field, value string) func(trail.Record) error {
 	}
 }
 
-// write prints every call, in the time order of their first records.
+// write prints every call and retirement, in the time order of their
+// first records.
 func (c *traceCalls) write(w io.Writer) {
 	slices.SortStableFunc(c.order, func(a, b *tracedCall) int { return a.first.Time.Compare(b.first.Time) })
-	for i, tc := range c.order {
-		fmt.Fprintf(w, "\ncall %d of %d\n", i+1, len(c.order))
+	calls := 0
+	for _, tc := range c.order {
+		if !tc.retired {
+			calls++
+		}
+	}
+	i := 0
+	for _, tc := range c.order {
+		if tc.retired {
+			fmt.Fprintf(w, "\nretired\n")
+			tc.writeRetired(w)
+			continue
+		}
+		i++
+		fmt.Fprintf(w, "\ncall %d of %d\n", i, calls)
 		tc.write(w)
 	}
+}
+
+// writeRetired prints a retirement line: the letter, its ids and
+// request, and who retired it, when and why.
+func (tc *tracedCall) writeRetired(w io.Writer) {
+	r := tc.first
+	f := r.Fields
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  dead letter\t%s\n", fieldText(f[grantretry.FieldDeadLetterID]))
+	fmt.Fprintf(tw, "  correlation id\t%s\n", fieldText(f[grantretry.FieldCorrelationID]))
+	fmt.Fprintf(tw, "  submission id\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldSubmissionID])))
+	fmt.Fprintf(tw, "  idempotency key\t%s\n", noneIfEmpty(fieldText(f[grantretry.FieldIdempotencyKey])))
+	fmt.Fprintf(tw, "  request\t%s %s %s\n", fieldText(f[grantretry.FieldMethod]), fieldText(f[grantretry.FieldHost]), fieldText(f[grantretry.FieldPath]))
+	fmt.Fprintf(tw, "  retired\tat %s by %s\n", r.Time.Format(traceTime), fieldText(f[grantretry.FieldRetiredBy]))
+	fmt.Fprintf(tw, "  reason\t%s\n", fieldText(f[grantretry.FieldRetiredReason]))
+	fmt.Fprintf(tw, "  record\t%s line %d, seq %d\n", filepath.Base(r.File), r.Line, r.Seq)
+	tw.Flush()
 }
 
 const traceTime = "2006-01-02T15:04:05.000000Z07:00"

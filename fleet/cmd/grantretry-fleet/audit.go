@@ -180,10 +180,10 @@ func writeTrace(w io.Writer, recs []fleet.TrailRecord) {
 // detail is the fields an operator reads first: the letter a redelivery
 // sends again, the attempt's status and verdict, the disposition and its
 // reason, the funder's time of a call that ended owed_later (not_before,
-// "not_said" when the funder gave none), and the closing time of a call
-// made under one and whether it was late. Each value is escaped: an
-// error or a reason can carry a funder's text, and a letter's id a
-// caller's.
+// "not_said" when the funder gave none), the closing time of a call made
+// under one and whether it was late, and who retired a letter and why.
+// Each value is escaped: an error or a reason can carry a funder's text,
+// and a letter's id a caller's.
 func detail(f map[string]any) string {
 	var parts []string
 	if id := fmt.Sprint(f[grantretry.FieldRedelivers]); f[grantretry.FieldRedelivers] != nil && id != "" {
@@ -191,7 +191,8 @@ func detail(f map[string]any) string {
 	}
 	for _, k := range []string{grantretry.FieldAttempt, grantretry.FieldStatus, grantretry.FieldReason, grantretry.FieldError,
 		grantretry.FieldDisposition, grantretry.FieldStopReason, grantretry.FieldAttempts, grantretry.FieldNotBefore,
-		grantretry.FieldDueBy, grantretry.FieldLate, grantretry.FieldDeadLetterID} {
+		grantretry.FieldDueBy, grantretry.FieldLate, grantretry.FieldDeadLetterID,
+		grantretry.FieldRetiredBy, grantretry.FieldRetiredReason} {
 		v, ok := f[k]
 		switch {
 		case ok && fmt.Sprint(v) != "":
