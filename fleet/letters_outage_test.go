@@ -31,9 +31,14 @@ const envLettersChild = "GRANTRETRY_TEST_LETTERS_CHILD"
 
 // The outage run: lettersProcs processes of lettersWorkers callers each,
 // a lettersPace apart, against a funder up, then down (503) for
-// lettersDown, then up.
+// lettersDown, then up. Each process holds up to 6 connections (its
+// Coordinator's pool of 4, pgxpool's default on up to 4 cores, and
+// Letters' own 2): 12 processes fit PostgreSQL's default of 100
+// connections beside the test's own pool. A server out of connections
+// refuses the fleet's statements, and the processes lose its state for
+// that reason, not for the letters.
 const (
-	lettersProcs   = 16
+	lettersProcs   = 12
 	lettersWorkers = 8
 	lettersPace    = 200 * time.Millisecond
 	lettersBefore  = 1500 * time.Millisecond
@@ -101,7 +106,7 @@ func newOutageFunder(t *testing.T) *outageFunder {
 	return f
 }
 
-// outageRunResult is one run of the 16 processes.
+// outageRunResult is one run of the lettersProcs processes.
 type outageRunResult struct {
 	reports []lettersReport
 	hits    []time.Duration // the funder's attempts in its outage
@@ -138,7 +143,7 @@ func (r outageRunResult) summary() string {
 		r.sum(func(x lettersReport) int64 { return int64(x.Lost) }))
 }
 
-// runLettersOutage runs 16 OS processes (this test binary again), each a
+// runLettersOutage runs lettersProcs OS processes (this test binary again), each a
 // Transport with WithFleet on a Coordinator of its own and, with
 // letters, fleet.NewLetters on the Coordinator's pool, as a user wires
 // them, with a fallback directory each.
@@ -227,7 +232,7 @@ func runLettersOutage(t *testing.T, dsn string, letters bool) outageRunResult {
 }
 
 // TestFleetLettersAtTheirDefaultLimitKeepTheBreakerAndLandOnce runs the
-// fleet of 16 OS processes through a funder's 6 s outage twice, without
+// fleet of lettersProcs OS processes through a funder's 6 s outage twice, without
 // letters and with them at their default limit. With letters, every
 // letter owed is in exactly one place (the database or one fallback
 // directory), draining the directories and redelivering sends each
@@ -235,7 +240,7 @@ func runLettersOutage(t *testing.T, dsn string, letters bool) outageRunResult {
 // any more than without letters, and the breaker's probes stay as few.
 func TestFleetLettersAtTheirDefaultLimitKeepTheBreakerAndLandOnce(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 16 processes through an outage, twice")
+		t.Skip("runs a fleet of processes through an outage, twice")
 	}
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
@@ -433,6 +438,7 @@ func TestHelperProcessLettersOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcfg.MinConns = 2 // as docs/fleet.md asks of a Coordinator's pool
+	pcfg.MaxConns = 4 // within the fleet's connection budget (see lettersProcs)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)
