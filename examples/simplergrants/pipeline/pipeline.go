@@ -412,8 +412,8 @@ func (r *Result) WriteLedger(w io.Writer) error {
 	}
 	tw.Flush()
 	l := r.Ledger
-	fmt.Fprintf(w, "\nThe gateway: %d calls throttled, %d over the month's quota, %d answered 504 at 29 s.\n"+
-		"The API: %d answers of maintenance, %d requests carried out and then dropped.\n",
+	fmt.Fprintf(w, "\nThe gateway's answers: throttled: %d; over the month's quota: %d; timed out at 29 s (504): %d.\n"+
+		"The API's: in maintenance: %d; carried out, then the connection dropped: %d.\n",
 		l.Throttled, l.OverQuota, l.TimedOut, l.InMaint, l.Dropped)
 	if p := r.Problems(); len(p) > 0 {
 		return fmt.Errorf("the ledger disagrees with the pipeline: %s", strings.Join(p, "; "))
