@@ -70,20 +70,22 @@ func Retire(stdout, stderr io.Writer, ids []string, reason string, retire Retire
 	return nil
 }
 
-// whyNotRetired is err's message without what the line already says: the
-// library's prefixes and "letter ID not retired: ".
+// whyNotRetired is err's message without what the line already says:
+// everything up to "letter ID not retired: " (the library's prefixes, and
+// the sentinel's text an error such as deadletter.ErrInFlight leads with),
+// or, in a message without it, the library's prefixes.
 func whyNotRetired(id string, err error) string {
 	msg := err.Error()
+	for _, lead := range []string{"letter " + id + " not retired again: ", "letter " + id + " not retired: "} {
+		if _, rest, ok := strings.Cut(msg, lead); ok {
+			return rest
+		}
+	}
 	for _, prefix := range []string{"grantretry: fleet: ", "grantretry: "} {
 		msg = strings.TrimPrefix(msg, prefix)
 		msg = strings.ReplaceAll(msg, ": "+prefix, ": ")
 	}
-	for _, prefix := range []string{"letter " + id + " not retired again: ", "letter " + id + " not retired: ", "letter " + id + ": "} {
-		if rest, ok := strings.CutPrefix(msg, prefix); ok {
-			return rest
-		}
-	}
-	return msg
+	return strings.TrimPrefix(msg, "letter "+id+": ")
 }
 
 func dedupeIDs(ids []string) []string {
