@@ -38,6 +38,9 @@ Subcommands:
                                 on the record of an audit trail; -all
                                 sends the letters that are due and not
                                 late
+  retire DIR ID... -reason TEXT [-trail PATH]
+                                take letters out for good, with the reason
+                                on the record and on an audit trail
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
@@ -125,10 +128,11 @@ not count it a failure; a letter named by ID is refused, and the command
 fails. -late sends late letters, named or with -all.
 `
 
-// runDeadLetter runs "grantretry deadletter": list, show or redeliver.
+// runDeadLetter runs "grantretry deadletter": list, show, redeliver or
+// retire.
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{err: errors.New("missing subcommand: list, show or redeliver")}
+		return usageError{err: errors.New("missing subcommand: list, show, redeliver or retire")}
 	}
 	if isHelp(args[0]) {
 		io.WriteString(stdout, deadLetterSynopsis)
@@ -141,8 +145,10 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		return dlUsage(sub, runDLShow(args[1:], stdout))
 	case "redeliver":
 		return dlUsage(sub, runDLRedeliver(args[1:], stdout, stderr))
+	case "retire":
+		return dlUsage(sub, runDLRetire(args[1:], stdout, stderr))
 	}
-	return usageError{err: fmt.Errorf("unknown subcommand %q: want list, show or redeliver", args[0])}
+	return usageError{err: fmt.Errorf("unknown subcommand %q: want list, show, redeliver or retire", args[0])}
 }
 
 // dlUsage points a usage error of the subcommand sub at its own help,
@@ -682,4 +688,73 @@ func newRedeliveryClient(creds http.Header, tl *trail.Trail, trustKey bool, rule
 		Transport:     operator.WithHeaders{Next: tr, Header: creds},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, tr.CloseIdleConnections
+}
+
+const dlRetireSynopsis = `Usage: grantretry deadletter retire DIR ID... -reason TEXT [-by NAME]
+                                  [-trail PATH]
+
+Takes the waiting letters ID out of DIR for good: a letter the funder
+refused for good, or work the applicant withdrew, which must not be sent
+again. Nothing is deleted: each letter is kept, inside the record of who
+retired it, when and why, in DIR/retired/ID.json, and list, redeliver and
+the pipeline pass it over.
+
+Each retirement is on the record of the audit trail whose live file is
+PATH (the pipeline's, or a new one, created if missing; without -trail,
+DIR/redelivered/trail.jsonl, as redeliver's): a grantretry.retired line
+naming the letter, who and why, so that 'grantretry audit trace PATH
+-submission ID' ends with it. Only one process at a time may write a
+trail: run this while the pipeline that writes PATH is stopped, or give it
+a trail of its own.
+
+-reason is required. Each letter gets a line, "retired: letter ID
+(submission S): REASON" or "not retired: letter ID: why" (no such waiting
+letter, one a redelivery is sending, one retired already), which does not
+stop the others; then "retired N of M letters". The command exits 0 when
+every letter was retired, 1 when some were not, and 2, retiring none, when
+it is called wrongly.
+`
+
+func runDLRetire(args []string, stdout, stderr io.Writer) error {
+	flags := newFlagSet("deadletter retire")
+	reason := flags.String("reason", "", "why the letters must not be sent again, for the record (required)")
+	by := flags.String("by", deadletter.DefaultRetiredBy(), "who retires them, as the record and the audit line say it")
+	trailPath := flags.String("trail", "", "the live file of the audit trail that records the retirements (default DIR/redelivered/"+defaultRedeliveryTrail+")")
+	pos, err := parseArgs(flags, args, dlRetireSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError{err: errors.New("retire wants a directory, then letter ids")}
+	}
+	if err := operator.CheckRetire(pos[1:], *reason); err != nil {
+		return usageError{err: err}
+	}
+	d, err := openLettersToWrite(pos[0])
+	if err != nil {
+		return err
+	}
+	if *trailPath == "" {
+		*trailPath = filepath.Join(d.Path(), deadletter.RedeliveredDir, defaultRedeliveryTrail)
+		fmt.Fprintf(stderr, "recording the retirements on the audit trail %s (-trail names another)\n", *trailPath)
+	}
+	tl, err := openTrail(*trailPath)
+	if err != nil {
+		return err
+	}
+	opts := deadletter.RetireOptions{By: *by, Trail: tl}
+	err = operator.Retire(stdout, stderr, pos[1:], *reason, func(id, reason string) (*deadletter.Retirement, error) {
+		r, err := d.RetireWith(id, reason, opts)
+		if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, deadletter.ErrRetired) {
+			if aerr := alreadyRedelivered(d, id); aerr != nil {
+				return nil, fmt.Errorf("it was redelivered already; its record is in %s", filepath.Join(d.Path(), deadletter.RedeliveredDir))
+			}
+			return nil, fmt.Errorf("there is no such letter waiting in %s", d.Path())
+		}
+		return r, err
+	})
+	if cerr := tl.Close(); cerr != nil {
+		err = errors.Join(err, libError{fmt.Errorf("the audit trail %s: %w", *trailPath, cerr)})
+	}
+	return err
 }

@@ -266,7 +266,7 @@ func TestHelpSynopsesFitEightyColumnsAndBreakNoSentenceMidLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"audit", "-help"}, {"audit", "verify", "-help"}, {"audit", "trace", "-help"},
 		{"deadletter", "-help"}, {"deadletter", "list", "-help"}, {"deadletter", "show", "-help"},
-		{"deadletter", "redeliver", "-help"}, {"sim", "-help"}, {"version", "-help"},
+		{"deadletter", "redeliver", "-help"}, {"deadletter", "retire", "-help"}, {"sim", "-help"}, {"version", "-help"},
 	} {
 		var stdout bytes.Buffer
 		run(args, &stdout, io.Discard)

@@ -33,11 +33,11 @@ from WithClosingTime): redeliver sends it only with -late.
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("missing subcommand: list, show, redeliver or drain")
+		return usagef("missing subcommand: list, show, redeliver, retire or drain")
 	}
 	switch sub := args[0]; {
 	case isHelp(sub):
-		io.WriteString(stdout, dlListSynopsis+"\n"+dlShowSynopsis+"\n"+dlRedeliverSynopsis+"\n"+dlDrainSynopsis)
+		io.WriteString(stdout, dlListSynopsis+"\n"+dlShowSynopsis+"\n"+dlRedeliverSynopsis+"\n"+dlRetireSynopsis+"\n"+dlDrainSynopsis)
 		return flag.ErrHelp
 	case sub == "list":
 		return subUsage("deadletter list", dlList(args[1:], stdout))
@@ -45,10 +45,12 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 		return subUsage("deadletter show", dlShow(args[1:], stdout))
 	case sub == "redeliver":
 		return subUsage("deadletter redeliver", dlRedeliver(args[1:], stdout, stderr))
+	case sub == "retire":
+		return subUsage("deadletter retire", dlRetire(args[1:], stdout, stderr))
 	case sub == "drain":
 		return subUsage("deadletter drain", dlDrain(args[1:], stdout))
 	default:
-		return usagef("unknown subcommand %q: list, show, redeliver or drain", sub)
+		return usagef("unknown subcommand %q: list, show, redeliver, retire or drain", sub)
 	}
 }
 
@@ -564,4 +566,65 @@ func (r *redeliverer) plan(ctx context.Context, ids []string) error {
 		fmt.Fprintln(r.stdout, "no letters to redeliver")
 	}
 	return nil
+}
+
+const dlRetireSynopsis = `Usage: grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT
+                                        [-by NAME]
+
+Takes the waiting letters ID out of the database for good: a letter the
+funder refused for good, or work the applicant withdrew, which must not be
+sent again. Nothing is deleted: each letter's row is kept, state retired,
+with who retired it, when and why, and list, redeliver and the workers'
+claims pass it over.
+
+Each retirement is on the record of the fleet's trail, which redeliver
+writes to: a grantretry.retired line naming the letter, who and why, so
+that 'grantretry-fleet audit trace -submission ID' ends with it.
+
+-reason is required. Each letter gets a line, "retired: letter ID
+(submission S): REASON" or "not retired: letter ID: why" (no such waiting
+letter, one a worker holds under a lease, one retired already), which does
+not stop the others; then "retired N of M letters". The command exits 0
+when every letter was retired, 1 when some were not, and 2, retiring none,
+when it is called wrongly.
+`
+
+func dlRetire(args []string, stdout, stderr io.Writer) error {
+	fs, db := newFlagSet("deadletter retire")
+	reason := fs.String("reason", "", "why the letters must not be sent again, for the record (required)")
+	by := fs.String("by", deadletter.DefaultRetiredBy(), "who retires them, as the record and the audit line say it")
+	ids, err := parse(fs, args, dlRetireSynopsis, stdout)
+	if err != nil {
+		return err
+	}
+	if err := operator.CheckRetire(ids, *reason); err != nil {
+		return usageError{err: err}
+	}
+	ctx := context.Background()
+	pool, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	tr, err := fleet.NewTrail(ctx, pool, fleet.WithLimit(trailLimit))
+	if err != nil {
+		return fmt.Errorf("retire: the fleet's trail: %w", libError{err})
+	}
+	letters := fleet.NewLetters(pool)
+	defer letters.Close()
+	opts := deadletter.RetireOptions{By: *by, Trail: tr}
+	err = operator.Retire(stdout, stderr, ids, *reason, func(id, reason string) (*deadletter.Retirement, error) {
+		r, err := letters.RetireWith(ctx, id, reason, opts)
+		switch {
+		case noTable(err):
+			return nil, errNoLetters("retire")
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil, errors.New("there is no such letter in the database")
+		}
+		return r, err
+	})
+	if cerr := tr.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("retire: the fleet's trail: %w", libError{cerr}))
+	}
+	return err
 }

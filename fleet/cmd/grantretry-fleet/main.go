@@ -8,6 +8,7 @@
 //	grantretry-fleet deadletter list [-pg DSN] [-json]
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
 //	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
+//	grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT [-by NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
 //	grantretry-fleet schema (migrate | drop [-yes]) [-pg DSN]
 //	grantretry-fleet sim [flags]
@@ -51,6 +52,8 @@ Commands:
   deadletter show   show one letter and, if redelivered, the record of it
   deadletter redeliver
                     claim each letter under a lease just before sending it again
+  deadletter retire take letters out for good, with the reason on the record
+                    and on the fleet's trail
   deadletter drain  move the letters of fallback directories into the database
   schema migrate    create the fleet's tables and functions (fleet.Migrate)
   schema drop       remove them, and everything they hold (fleet.Drop)

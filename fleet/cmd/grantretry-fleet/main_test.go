@@ -247,7 +247,7 @@ func TestHelpSynopsesFitEightyColumnsAndBreakNoSentenceMidLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"audit", "-help"}, {"audit", "verify", "-help"}, {"audit", "trace", "-help"},
 		{"deadletter", "-help"}, {"deadletter", "list", "-help"}, {"deadletter", "show", "-help"},
-		{"deadletter", "redeliver", "-help"}, {"deadletter", "drain", "-help"},
+		{"deadletter", "redeliver", "-help"}, {"deadletter", "retire", "-help"}, {"deadletter", "drain", "-help"},
 	} {
 		_, out, _ := runCLI(args...)
 		synopsis, _, _ := strings.Cut(out, "\nFlags:\n")
