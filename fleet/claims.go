@@ -189,46 +189,126 @@ func (s *Letters) Done(ctx context.Context, c *Claim, r deadletter.Redelivery) e
 // taken as unknown: the letter is marked ambiguous (Redeliver itself
 // releases a letter it knows was not applied without marking it).
 func (s *Letters) Release(ctx context.Context, c *Claim) error {
-	return s.release(ctx, c, true, nil, false)
+	return s.release(ctx, c, releasing{mayHave: true})
 }
 
-// release gives c's letter back; mayHave says a send of it under c may
-// have reached the funder, which marks the letter ambiguous and, if it
-// had none, gives it the send's start as its first attempt. A non-nil
-// notBefore is the funder's new time for a letter it owes for later
-// again, or its host's quota holds: the letter's not_before, and the column's, so that Claim leaves
-// it until then. late says a send of it under c was late
-// (grantretry.Outcome.Late): the letter's late is set, and the column's,
-// so that Claim leaves it without the explicit choice.
-func (s *Letters) release(ctx context.Context, c *Claim, mayHave bool, notBefore *time.Time, late bool) error {
-	var ambiguous bool
-	var first []byte
+// releasing is what a release writes into the letter it gives back.
+type releasing struct {
+	// mayHave says a send of the letter under the claim may have reached
+	// the funder, which marks the letter ambiguous and, if it had none,
+	// gives it the send's start as its first attempt.
+	mayHave bool
+	// notBefore, when not nil, is the funder's new time for a letter it
+	// owes for later again, or its host's quota holds: the letter's
+	// not_before, and the column's, so that Claim leaves it until then.
+	notBefore *time.Time
+	// late says a send of it under the claim was late
+	// (grantretry.Outcome.Late): the letter's late is set, and the
+	// column's, so that Claim leaves it without the explicit choice.
+	late bool
+	// sent, when not nil, is what a send that reached the funder did,
+	// written into the letter as deadletter.Dir.Redeliver writes it.
+	sent *sentRecord
+}
+
+// sentRecord is what a redelivery that was not delivered, and sent at
+// least one request, did: the attempts it adds to the letter's, its last
+// status (0 for an error) or its error, its verdict (the redelivering
+// Transport's Outcome.Reason, "" if it gave none) and, when the Transport
+// gave its outcome (known), its word on when the funder takes the letter,
+// which replaces the letter's: notBefore, or none.
+type sentRecord struct {
+	attempts  int
+	status    int
+	err       string
+	reason    string
+	known     bool
+	notBefore time.Time
+}
+
+// maxLastError bounds the error text a redelivery leaves in a letter, as
+// deadletter.Dir bounds it.
+const maxLastError = 1024
+
+// patch is the JSON of the fields of r that replace the letter's, beside
+// its attempts and dates, which the release's statement writes.
+func (r *sentRecord) patch() ([]byte, error) {
+	p := map[string]any{"last_status": r.status}
+	if r.err != "" {
+		p["last_error"] = capError(r.err)
+	}
+	if r.reason != "" {
+		p["reason"] = r.reason
+	}
+	return json.Marshal(p)
+}
+
+func capError(s string) string {
+	if len(s) > maxLastError {
+		return s[:maxLastError-3] + "..."
+	}
+	return s
+}
+
+// release gives c's letter back with what rel says of it, fenced by the
+// claim, and updates c.Letter to the letter as the database then holds
+// it. A send that reached the funder (rel.sent) is written into the
+// letter in the same statement, with the rules of deadletter.Dir's: its
+// attempts are added, its last status or error and, when it has one, its
+// verdict replace the letter's, its last attempt is now and its first the
+// send's start if the letter had none, and the Transport's word on when
+// the funder takes it replaces the letter's not_before.
+func (s *Letters) release(ctx context.Context, c *Claim, rel releasing) error {
+	notBefore, replace := rel.notBefore, false
+	var attempts int
+	patch := []byte("{}")
+	if r := rel.sent; r != nil {
+		attempts = max(r.attempts, 1)
+		var err error
+		if patch, err = r.patch(); err != nil {
+			return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
+		}
+		if r.known {
+			replace, notBefore = true, nil
+			if !r.notBefore.IsZero() {
+				notBefore = &r.notBefore
+			}
+		}
+	}
+	var data []byte
 	err := s.pool.QueryRow(ctx, `
 		UPDATE grantretry_letters SET lease_until = NULL, claimed_by = NULL,
-			letter = jsonb_set_lax(CASE WHEN $4 AND sending_since IS NOT NULL
-				THEN `+sentLetterSQL("grantretry_letters")+` ELSE letter END,
-				'{not_before}', to_jsonb($5::timestamptz), true, 'return_target')
-				|| CASE WHEN $6 THEN '{"late": true}'::jsonb ELSE '{}'::jsonb END,
-			not_before = coalesce($5::timestamptz, not_before),
+			letter = (CASE WHEN ($4 OR $7 > 0) AND sending_since IS NOT NULL
+					AND coalesce(letter->>'first_attempt', '') IN ('', '0001-01-01T00:00:00Z')
+				THEN jsonb_set(letter, '{first_attempt}', to_jsonb(sending_since)) ELSE letter END
+				- CASE WHEN $5::timestamptz IS NULL AND $9 THEN 'not_before' ELSE '' END
+				- CASE WHEN $7 > 0 THEN 'last_error' ELSE '' END)
+				|| CASE WHEN $5::timestamptz IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('not_before', $5::timestamptz) END
+				|| CASE WHEN $4 AND sending_since IS NOT NULL THEN '{"ambiguous": true}'::jsonb ELSE '{}'::jsonb END
+				|| CASE WHEN $6 THEN '{"late": true}'::jsonb ELSE '{}'::jsonb END
+				|| CASE WHEN $7 > 0 THEN $8::jsonb || jsonb_build_object(
+					'attempts', coalesce((letter->>'attempts')::int, 0) + $7,
+					'last_attempt', clock_timestamp()) ELSE '{}'::jsonb END,
+			not_before = CASE WHEN $9 THEN $5::timestamptz ELSE coalesce($5::timestamptz, not_before) END,
 			late = late OR $6,
 			sending_since = NULL
 		WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
-		RETURNING coalesce((letter->>'ambiguous')::boolean, false), letter->'first_attempt'`,
-		c.Letter.ID, c.Worker, c.Token, mayHave, notBefore, late).Scan(&ambiguous, &first)
+		RETURNING letter`,
+		c.Letter.ID, c.Worker, c.Token, rel.mayHave, notBefore, rel.late, attempts, patch, replace).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errLost(c.Letter.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 	}
-	c.Letter.Ambiguous = ambiguous
-	c.Letter.Late = c.Letter.Late || late
+	l := new(grantretry.Letter)
+	if err := json.Unmarshal(data, l); err != nil {
+		return fmt.Errorf("grantretry: fleet: letter %s released, but its letter does not read back: %w", c.Letter.ID, err)
+	}
 	if notBefore != nil {
-		c.Letter.NotBefore = *notBefore
+		l.NotBefore = *notBefore // as given: the database keeps microseconds
 	}
-	if len(first) > 0 {
-		json.Unmarshal(first, &c.Letter.FirstAttempt) // written by PutDeadLetter or sentLetterSQL: valid
-	}
+	*c.Letter = *l
 	return nil
 }
 
@@ -276,6 +356,27 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // any other is released for a later try, and the error says why. The
 // response's body is closed.
 //
+// A redelivery that sent the letter and did not deliver it (an answer of
+// 400 or more, or the Transport's *grantretry.Error after its attempts)
+// is written into the letter as deadletter.Dir.Redeliver writes it, in
+// the statement that releases it: its attempts are added to the
+// letter's, its last status or error replace the letter's, and its
+// verdict (the Transport's Outcome.Reason) too, so that a letter the
+// funder refused is deadletter.Refused; the letter's LastAttempt is the
+// redelivery's end, its FirstAttempt, if it had none, the redelivery's
+// start, and the Transport's word on when the funder takes it replaces
+// its NotBefore. A redelivery that sent nothing (the letter not yet due,
+// late, ambiguous with no reconciler, held by its host's quota, or a
+// breaker open) leaves all of that as it was.
+//
+// Pace and policy are the caller's. Redeliver sends once, through client:
+// the retries and the deadline of each letter's call are those of the
+// client's grantretry Transport (grantretry.WithBudget), as are its
+// breaker (WithBreaker) and its retry throttle (WithRetryThrottle); how
+// many letters are sent at once, and how fast, is the caller's own pacing
+// of its calls. The -rate, -budget, -deadline and -concurrency flags of
+// grantretry-fleet's deadletter redeliver do exactly that.
+//
 // No letter is on the wire from two workers. Immediately before sending,
 // Redeliver confirms the claim on the database's clock (its worker and
 // token, the letter still waiting, the lease not ended) and renews the
@@ -317,15 +418,15 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	resp, err := deadletter.Redeliver(sendCtx, client, c.Letter, reconcile)
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
+		rel := releasing{mayHave: cut || mayHaveApplied(err)}
 		var gerr *grantretry.Error
-		late, notBefore := false, (*time.Time)(nil)
 		if errors.As(err, &gerr) {
-			late = gerr.Late
+			rel.late = gerr.Late
 			if gerr.StopReason == grantretry.StopOwedLater && !gerr.NotBefore.IsZero() {
-				notBefore = &gerr.NotBefore // a host in quota held it: not claimed before the host's time
+				rel.notBefore = &gerr.NotBefore // a host in quota held it: not claimed before the host's time
 			}
 		}
-		rerr := s.release(context.WithoutCancel(ctx), c, cut || mayHaveApplied(err), notBefore, late)
+		sentSome := gerr != nil && gerr.Attempts > 0 && !sentNothing(err)
 		switch {
 		case cut:
 			err = &cutError{id: c.Letter.ID, err: err}
@@ -333,7 +434,11 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 			// The client's own error, which knows no letter.
 			err = fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 		}
-		return deadletter.Redelivery{}, errors.Join(err, rerr)
+		if sentSome {
+			rel.sent = &sentRecord{attempts: gerr.Attempts, err: err.Error(), reason: gerr.Reason,
+				known: true, notBefore: owedAt(gerr.Outcome)}
+		}
+		return deadletter.Redelivery{}, errors.Join(err, s.release(context.WithoutCancel(ctx), c, rel))
 	}
 	resp.Body.Close()
 	r := deadletter.Redelivery{Status: resp.StatusCode}
@@ -349,17 +454,19 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	}
 	if !deadletter.Delivered(resp) {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
-		mayHave := ambiguousStatus(resp.StatusCode)
-		var notBefore *time.Time
-		late := false
+		rel := releasing{mayHave: ambiguousStatus(resp.StatusCode)}
 		if ok {
-			late = out.Late // a redelivery under the letter's closing time that missed it
-			mayHave = out.Ambiguous
+			rel.late = out.Late // a redelivery under the letter's closing time that missed it
+			rel.mayHave = out.Ambiguous
 			if out.StopReason == grantretry.StopOwedLater && !out.NotBefore.IsZero() {
-				notBefore = &out.NotBefore // owed for later again: not claimed before then
+				rel.notBefore = &out.NotBefore // owed for later again: not claimed before then
 			}
 		}
-		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, mayHave, notBefore, late))
+		if !ok || out.Attempts > 0 {
+			rel.sent = &sentRecord{attempts: out.Attempts, status: resp.StatusCode, reason: out.Reason,
+				known: ok, notBefore: owedAt(out)}
+		}
+		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, rel))
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
 }
@@ -375,8 +482,7 @@ const alreadyAppliedNote = "already applied: the funder answered that an earlier
 // these), or a grantretry Transport whose last attempt was not ambiguous,
 // the rule by which a Transport marks its own letters.
 func mayHaveApplied(err error) bool {
-	if errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) ||
-		errors.Is(err, deadletter.ErrNotYet) || errors.Is(err, deadletter.ErrLate) {
+	if sentNothing(err) {
 		return false
 	}
 	var gerr *grantretry.Error
@@ -384,6 +490,24 @@ func mayHaveApplied(err error) bool {
 		return gerr.Attempts > 0 && gerr.Ambiguous
 	}
 	return !errors.Is(err, grantretry.ErrInvalidRequest)
+}
+
+// sentNothing reports whether err says that a redelivery sent nothing,
+// whatever else it carries: a letter refused before sending, one not yet
+// due or late, an ambiguous one given no reconciler, or a reconciler that
+// could not tell.
+func sentNothing(err error) bool {
+	return errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, deadletter.ErrNotReconciled) || errors.Is(err, deadletter.ErrAmbiguous) ||
+		errors.Is(err, deadletter.ErrNotYet) || errors.Is(err, deadletter.ErrLate)
+}
+
+// owedAt is the funder's time for a letter in out: its NotBefore when the
+// call stopped owed for later, else none.
+func owedAt(out grantretry.Outcome) time.Time {
+	if out.StopReason == grantretry.StopOwedLater {
+		return out.NotBefore
+	}
+	return time.Time{}
 }
 
 // ambiguousStatus is the Transport's rule for an answer from a client
