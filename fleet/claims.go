@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -354,6 +355,7 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // Transport, as an ambiguous letter answered that it was already applied
 // is, whatever the status: grantretry.StopAlreadyApplied) is marked Done;
 // any other is released for a later try, and the error says why. The
+// record's Note ends with the note of ctx (NoteRedelivery), if any. The
 // response's body is closed.
 //
 // A redelivery that sent the letter and did not deliver it (an answer of
@@ -452,6 +454,9 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	case ok && out.StopReason == grantretry.StopAlreadyApplied:
 		r.Note = alreadyAppliedNote
 	}
+	if note, _ := ctx.Value(noteKey{}).(string); note != "" {
+		r.Note = strings.TrimPrefix(r.Note+"; "+note, "; ")
+	}
 	if !deadletter.Delivered(resp) {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
 		rel := releasing{mayHave: ambiguousStatus(resp.StatusCode)}
@@ -469,6 +474,17 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 		return r, errors.Join(err, s.release(context.WithoutCancel(ctx), c, rel))
 	}
 	return r, s.Done(context.WithoutCancel(ctx), c, r)
+}
+
+// noteKey is the context key of NoteRedelivery's note.
+type noteKey struct{}
+
+// NoteRedelivery returns ctx with note for the record of the letter that
+// Redeliver sends under it: the record's Note ends with note, after
+// Redeliver's own (that the letter was reconciled, or already applied),
+// as the operator's tools say on the record who redelivered a letter.
+func NoteRedelivery(ctx context.Context, note string) context.Context {
+	return context.WithValue(ctx, noteKey{}, note)
 }
 
 // alreadyAppliedNote is the note of a redelivery that the funder answered

@@ -171,3 +171,42 @@ func TestLettersRedeliveryThatSentNothingLeavesTheRecord(t *testing.T) {
 			got.Attempts, got.LastStatus, got.Reason, got.LastAttempt, l.Attempts, l.LastStatus, l.Reason)
 	}
 }
+
+// The note of NoteRedelivery ends the record of a letter delivered, in
+// the database and as Redeliver returns it, after the note of a
+// reconciled letter.
+func TestLettersRedeliveryNoteIsOnTheRecord(t *testing.T) {
+	srv, _ := answering(t, http.StatusCreated)
+	s := NewLetters(newPool(t), WithLimit(5*time.Second))
+	ctx := context.Background()
+	plain, asked := testLetter(srv.URL, 5), testLetter(srv.URL, 6)
+	asked.Ambiguous = true
+	for _, l := range []*grantretry.Letter{plain, asked} {
+		if err := s.PutDeadLetter(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := func(context.Context, grantretry.ReconcileQuery) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}, nil
+	}
+	for _, tc := range []struct {
+		l    *grantretry.Letter
+		want string
+	}{
+		{plain, "by the on-call engineer"},
+		{asked, "reconciled: the funder already has the submission; nothing was sent; by the on-call engineer"},
+	} {
+		claims, err := s.ClaimIDs(ctx, "w", []string{tc.l.ID})
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("ClaimIDs: %d, %v", len(claims), err)
+		}
+		r, err := s.Redeliver(NoteRedelivery(ctx, "by the on-call engineer"), claims[0], srv.Client(), found)
+		if err != nil || r.Note != tc.want {
+			t.Errorf("Redeliver of %s: note %q, %v; want %q", tc.l.ID, r.Note, err, tc.want)
+		}
+		_, rec, err := s.Get(ctx, tc.l.ID)
+		if err != nil || rec == nil || rec.Note != tc.want {
+			t.Errorf("the record of %s: %+v, %v; want the note %q", tc.l.ID, rec, err, tc.want)
+		}
+	}
+}
