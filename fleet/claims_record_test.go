@@ -27,12 +27,19 @@ func answering(t *testing.T, status int) (*httptest.Server, *atomic.Int32) {
 	return srv, &hits
 }
 
+// redelivered is what redeliverOnce saw: what Redeliver returned, the
+// letter as the database then holds it, and the times the send was made
+// between (widened by a second for the database's clock).
+type redelivered struct {
+	r             deadletter.Redelivery
+	err           error
+	got           *grantretry.Letter
+	before, after time.Time
+}
+
 // redeliverOnce puts l, claims it and redelivers it through a grantretry
-// Transport with opts (on a clock that does not sleep), returning what
-// Redeliver returned and the letter as the database then holds it, with
-// the times the send was made between (widened by a second for the
-// database's clock).
-func redeliverOnce(t *testing.T, l *grantretry.Letter, opts ...grantretry.Option) (deadletter.Redelivery, error, *grantretry.Letter, time.Time, time.Time) {
+// Transport with opts (on a clock that does not sleep).
+func redeliverOnce(t *testing.T, l *grantretry.Letter, opts ...grantretry.Option) redelivered {
 	t.Helper()
 	s := NewLetters(newPool(t), WithLimit(5*time.Second))
 	ctx := context.Background()
@@ -59,7 +66,7 @@ func redeliverOnce(t *testing.T, l *grantretry.Letter, opts ...grantretry.Option
 	if err != nil || len(waiting) != 1 {
 		t.Fatalf("List after a redelivery not delivered: %d letters, %v; want the letter waiting", len(waiting), err)
 	}
-	return r, rerr, got, before, after
+	return redelivered{r: r, err: rerr, got: got, before: before, after: after}
 }
 
 // A redelivery the funder refuses (422) is written into the letter, as
@@ -70,7 +77,8 @@ func TestLettersRedeliveryRefusedIsRecordedInTheLetter(t *testing.T) {
 	srv, hits := answering(t, http.StatusUnprocessableEntity)
 	l := testLetter(srv.URL, 1)
 	l.Reason, l.LastError = "transient:503", "an earlier error"
-	r, err, got, before, after := redeliverOnce(t, l)
+	x := redeliverOnce(t, l)
+	r, err, got, before, after := x.r, x.err, x.got, x.before, x.after
 	if err == nil || r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("Redeliver: %+v, %v; want a 422 and an error", r, err)
 	}
@@ -101,7 +109,8 @@ func TestLettersRedeliveryUnavailableIsRecordedInTheLetter(t *testing.T) {
 	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	l.FirstAttempt, l.LastStatus, l.Reason = first, http.StatusBadGateway, "transient:502"
 	l.NotBefore = time.Now().Add(-time.Minute).UTC()
-	r, err, got, before, after := redeliverOnce(t, l, grantretry.WithBudget(2, time.Minute))
+	x := redeliverOnce(t, l, grantretry.WithBudget(2, time.Minute))
+	r, err, got, before, after := x.r, x.err, x.got, x.before, x.after
 	if err == nil || r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("Redeliver: %+v, %v; want a 503 and an error", r, err)
 	}
@@ -135,7 +144,8 @@ func TestLettersRedeliveryErrorIsRecordedInTheLetter(t *testing.T) {
 	ln.Close() // nothing listens: each attempt is refused
 	l := testLetter(url, 3)
 	l.Reason = "transient:503"
-	_, rerr, got, _, after := redeliverOnce(t, l, grantretry.WithBudget(1, time.Minute))
+	x := redeliverOnce(t, l, grantretry.WithBudget(1, time.Minute))
+	rerr, got, after := x.err, x.got, x.after
 	var gerr *grantretry.Error
 	if !errors.As(rerr, &gerr) || gerr.Attempts == 0 {
 		t.Fatalf("Redeliver: %v; want the Transport's error after its attempts", rerr)
@@ -159,7 +169,8 @@ func TestLettersRedeliveryThatSentNothingLeavesTheRecord(t *testing.T) {
 	srv, hits := answering(t, http.StatusUnprocessableEntity)
 	l := testLetter(srv.URL, 4)
 	l.Ambiguous, l.Reason = true, "transient:503"
-	_, err, got, _, _ := redeliverOnce(t, l)
+	x := redeliverOnce(t, l)
+	err, got := x.err, x.got
 	if !errors.Is(err, deadletter.ErrAmbiguous) {
 		t.Fatalf("Redeliver: %v; want ErrAmbiguous", err)
 	}
