@@ -371,7 +371,7 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // late, ambiguous with no reconciler, held by its host's quota, or a
 // breaker open) leaves all of that as it was.
 //
-// Pace and policy are the caller's. Redeliver sends once, through client:
+// Pace and policy are the caller's. Redeliver makes one call, through client:
 // the retries and the deadline of each letter's call are those of the
 // client's grantretry Transport (grantretry.WithBudget), as are its
 // breaker (WithBreaker) and its retry throttle (WithRetryThrottle); how
