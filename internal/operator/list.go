@@ -167,4 +167,3 @@ func RetireFrom(ctx context.Context, stdout, stderr io.Writer, s Store, ids []st
 		return s.Retire(ctx, id, reason, o)
 	})
 }
-
