@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -75,6 +76,15 @@ func (e elsewhereError) Is(target error) bool { return target == ErrElsewhere }
 // sending (deadletter.ErrInFlight), or that left the waiting set since it
 // was listed, comes back with an error matching ErrElsewhere.
 func (s DirStore) Send(ctx context.Context, l *grantretry.Letter, client *http.Client, reconcile grantretry.ReconcileFunc, note string) (Sent, error) {
+	// The Dir lets go of a letter when Redeliver returns, and a delivered
+	// one stays marked in flight until MarkRedelivered: a worker that
+	// began on it in between would take the mark for a killed sender's.
+	// So a letter is held from before its send until it is recorded.
+	key := sendKey{s.Dir, l.ID}
+	if _, busy := sending.LoadOrStore(key, true); busy {
+		return Sent{}, elsewhereError{fmt.Errorf("%w: letter %s not sent: another worker is redelivering it", deadletter.ErrInFlight, l.ID)}
+	}
+	defer sending.Delete(key)
 	resp, err := s.Dir.Redeliver(ctx, client, l.ID, reconcile)
 	if errors.Is(err, deadletter.ErrInFlight) || errors.Is(err, fs.ErrNotExist) {
 		return Sent{}, elsewhereError{err}
@@ -93,6 +103,15 @@ func (s DirStore) Send(ctx context.Context, l *grantretry.Letter, client *http.C
 		return Sent{Letter: s.still(l.ID)}, fmt.Errorf("%s was %s, but could not be marked redelivered, and is marked in flight (ambiguous): %w", LetterName(l), Answer(rec), err)
 	}
 	return Sent{Record: rec, Delivered: true}, nil
+}
+
+// sending holds the letters a DirStore is sending, by directory and ID,
+// from before the send until its result is recorded.
+var sending sync.Map
+
+type sendKey struct {
+	d  *deadletter.Dir
+	id string
 }
 
 // still is the letter id as it waits, nil if it does not.
