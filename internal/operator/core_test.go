@@ -159,4 +159,3 @@ func TestSummaryWordsAndOmitsZeroLines(t *testing.T) {
 		t.Errorf("dry run summary:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
-
