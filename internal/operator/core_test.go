@@ -2,6 +2,7 @@ package operator
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -157,5 +158,30 @@ func TestSummaryWordsAndOmitsZeroLines(t *testing.T) {
 	(&Summary{DryRun: true, Waiting: 2, Selected: 2, Sent: 2}).Write(&b)
 	if want := "summary: 2 letters waiting, 2 selected, 2 planned\n"; b.String() != want {
 		t.Errorf("dry run summary:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// The pacer spaces starts by 1/rate, and a wait ends with its context.
+func TestPacerSpacesStartsAndStopsWithTheContext(t *testing.T) {
+	if p := NewPacer(0); p != nil || p.Wait(context.Background()) != nil {
+		t.Error("a pacer of rate 0 waits")
+	}
+	p := NewPacer(20) // a start every 50ms
+	start := time.Now()
+	for range 3 {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("three starts at 20/s took %v, want at least 100ms", took)
+	}
+	slow := NewPacer(0.1) // a start every 10s
+	slow.Wait(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if err := slow.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("a wait whose context ended: %v after %v, want the context's error at once", err, time.Since(start))
 	}
 }
