@@ -66,6 +66,14 @@ import (
 // Letters that cannot be sent safely are refused, sending nothing, with an
 // error matching ErrBadLetter; see NewRedeliveryRequest.
 //
+// Pace and policy are the caller's, through client: each redelivery is
+// one call under client's Transport, so its retries and deadline are that
+// Transport's (grantretry.WithBudget, WithBackoff, WithBreaker and the
+// other options of grantretry.New), and Redeliver sends one letter when it
+// is called, at once. A caller with a backlog paces its own calls, as the
+// operator's tools do with -rate, -budget and -deadline, and bounds each
+// with ctx.
+//
 // A letter that is not due, its NotBefore (the time the funder said it
 // will take the request) after the system clock's now, is refused, sending
 // nothing and asking nothing, with an error matching ErrNotYet that names

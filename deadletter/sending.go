@@ -83,6 +83,11 @@ type sendingMark struct {
 // when a call begins is taken for a killed sender's, so, as for
 // MarkRedelivered, one process redelivers from a directory at a time.
 //
+// Pace and policy are the caller's, as for [Redeliver]: client's
+// Transport (its grantretry options, WithBudget among them) decides the
+// retries and deadline of each letter's call, and the caller decides how
+// many letters it sends, how fast and how many at once.
+//
 // As with [http.Client.Do], a non-nil error comes with no response: the
 // body of an answer that could not be written into the letter is closed.
 // Every error starts "grantretry:" and names the letter. The letter is

@@ -197,8 +197,8 @@ func TestDeadLetterListPrintsATableAndTheCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAll(t, "list", stdout, "ID ", "DISPOSITION", "L-a", "L-b", "2026-01-15T09:30:00Z", "circuit_open",
-		"connection refused", "https://funder.example/v1/reports", "2 letters in "+dir)
+	wantAll(t, "list", stdout, "ID ", "AMBIGUOUS", "LAST ANSWER", "L-a", "L-b", "2026-01-15T09:30:00Z",
+		"connection refused", "https://funder.example/v1/reports", "2 letters waiting in "+dir)
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 4 {
 		t.Errorf("list printed %d lines, want a header, two letters and the count:\n%s", len(lines), stdout)
 	}
@@ -207,7 +207,7 @@ func TestDeadLetterListPrintsATableAndTheCount(t *testing.T) {
 func TestDeadLetterListOfAnEmptyDirectory(t *testing.T) {
 	dir := dlSeed(t)
 	stdout, _, err := dlRun("list", dir)
-	if err != nil || strings.TrimSpace(stdout) != "0 letters in "+dir {
+	if err != nil || strings.TrimSpace(stdout) != "0 letters waiting in "+dir {
 		t.Errorf("list = %q, %v; want the count alone", stdout, err)
 	}
 }
@@ -238,7 +238,7 @@ func TestDeadLetterListReportsACorruptFile(t *testing.T) {
 	}
 	wantAll(t, "error", err.Error(), "L-b.json")
 	wantNone(t, "error", err.Error(), "grantretry:")
-	wantAll(t, "list", stdout, "L-a", "1 letter in")
+	wantAll(t, "list", stdout, "L-a", "1 letter waiting in")
 }
 
 func TestDeadLetterShowPrintsEveryField(t *testing.T) {

@@ -37,7 +37,7 @@ func TestDeadLetterRetireTakesLettersOutOnTheRecord(t *testing.T) {
 		t.Fatalf("list: exit %d: %s", code, stderr)
 	}
 	wantNone(t, "list", list, idA, idB)
-	wantAll(t, "list", list, "0 letters in ")
+	wantAll(t, "list", list, "0 letters waiting in ")
 
 	d, err := deadletter.OpenReadOnly(dir)
 	if err != nil {

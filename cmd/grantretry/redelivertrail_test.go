@@ -360,9 +360,15 @@ func TestDeadLetterRedeliveryThatMayHaveReachedTheFunderLeavesTheLetterAmbiguous
 		t.Errorf("the trail's dispositions of the redelivery say ambiguous %q, want one, true", disp)
 	}
 
-	_, stderr, code = runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", path)
+	// -all leaves it, which is no failure; named, it is refused.
+	out, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "-all", "-trail", path)
+	if code != exitOK || f.count() != 1 {
+		t.Fatalf("the next redeliver -all: exit %d, the funder has %d; want it left, nothing sent\n%s%s", code, f.count(), out, stderr)
+	}
+	wantAll(t, "the next run's stdout", out, "ambiguous: letter "+l.ID+" (submission "+l.SubmissionID+")", "-trust-key", "left, ambiguous: 1")
+	_, stderr, code = runCmd(t, "deadletter", "redeliver", dir, l.ID, "-trail", path)
 	if code != exitFailure || f.count() != 1 {
-		t.Fatalf("the next redeliver -all: exit %d, the funder has %d; want it refused, nothing sent\n%s", code, f.count(), stderr)
+		t.Fatalf("the next redeliver of the letter named: exit %d, the funder has %d; want it refused, nothing sent\n%s", code, f.count(), stderr)
 	}
 	wantAll(t, "the next run's stderr", stderr, l.ID+" (submission "+l.SubmissionID+") not sent", "-trust-key")
 }
@@ -418,7 +424,8 @@ func TestDeadLetterRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testi
 	if n := f.count(); n != 1 {
 		t.Errorf("the funder received %d requests, want L-a's only", n)
 	}
-	wantAll(t, "stdout", r.stdout, "not tried: letter L-b")
+	wantAll(t, "stdout", r.stdout, "not tried: letter L-b", "summary: 2 letters waiting, 2 selected, 1 sent\n",
+		"  not delivered: 1 (", "  not tried: 1\n", "  stopped: interrupt (SIGINT); the letters not tried stay waiting\n")
 	wantAll(t, "stderr", r.stderr, "L-a", "now ambiguous", "1 of them not tried")
 	if got := letterOnDisk(t, dir, a.ID); !got.Ambiguous || got.Attempts != a.Attempts+1 {
 		t.Errorf("L-a after the interrupted send: ambiguous %v, attempts %d; want ambiguous, %d", got.Ambiguous, got.Attempts, a.Attempts+1)

@@ -21,6 +21,12 @@ import (
 // escaped so that no byte of a letter drives the terminal, and the body
 // as text when it is printable text of at most 4096 bytes.
 func WriteLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) error {
+	return writeLetter(w, l, LetterState(rec), rec == nil)
+}
+
+// writeLetter is WriteLetter of a letter in state, which is waiting or
+// not.
+func writeLetter(w io.Writer, l *grantretry.Letter, state string, waiting bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A letter's text is the caller's and the funder's: shown escaped, so
 	// that no byte of it drives the terminal (a C1 control in Latin-1).
@@ -28,10 +34,10 @@ func WriteLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 		fmt.Fprintf(tw, "%s\t%s\n", name, EscapeControl(fmt.Sprint(value)))
 	}
 	field("letter", l.ID)
-	field("state", LetterState(rec))
+	field("state", state)
 	field("version", l.Version)
 	field("created", showTime(l.Created))
-	if rec == nil {
+	if waiting {
 		field("due", DueAt(l, time.Now()))
 	} else {
 		field("not before", showTime(l.NotBefore))
@@ -39,7 +45,7 @@ func WriteLetter(w io.Writer, l *grantretry.Letter, rec *deadletter.Redelivery) 
 	if !l.DueBy.IsZero() {
 		field("due by", showTime(l.DueBy))
 	}
-	if l.Late || (rec == nil && deadletter.Late(l, time.Now())) {
+	if l.Late || (waiting && deadletter.Late(l, time.Now())) {
 		field("late", "yes: it missed its closing time; the funder must agree to take it late")
 	}
 	field("disposition", l.Disposition)

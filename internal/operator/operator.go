@@ -1,9 +1,13 @@
-// Package operator holds what an operator gives a redelivery on the command
-// line, shared by cmd/grantretry and the fleet's grantretry-fleet: the
-// -header and -header-env flags, the RoundTripper that adds their headers,
-// the dry run's plan, which names those headers without showing them, the
-// words both commands say a redelivery's result in, and how a run stops on
-// a signal.
+// Package operator is the operator's core, shared by cmd/grantretry and
+// the fleet's grantretry-fleet, so that both tools do and say the same:
+// the redeliver flags (RedeliverFlags: selection, -rate, -budget,
+// -deadline, -concurrency, -header and -header-env) and the client they
+// make (NewClient); a run over a Store (Run: which letters are due, late,
+// refused or ambiguous, the pace, the workers, the stop on a signal, each
+// letter's line and the Summary); list, show and retire over a Store; the
+// exit codes (ExitCode); and the dry run's plan, which names the
+// operator's headers without showing them. A tool is its flag parsing,
+// opening its Store (DirStore for a directory), and a call to the core.
 package operator
 
 import (

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
@@ -252,4 +253,49 @@ var errCannotAsk = errors.New("grantretry: this command cannot ask the funder wh
 // ignore the key.
 func CannotAsk(context.Context, grantretry.ReconcileQuery) (*http.Response, error) {
 	return nil, errCannotAsk
+}
+
+// Refused is the line of a letter a run over every letter left because
+// the funder's last answer to it was a refusal (deadletter.Refused):
+// "refused: letter ID (submission S) was last answered 422 (terminal:422);
+// -include-refused sends it".
+func Refused(l *grantretry.Letter) string {
+	return "refused: " + LetterName(l) + " was last answered " + LastAnswer(l) + " (" + EscapeControl(l.Reason) +
+		"); -include-refused sends it, or retire it"
+}
+
+// Ambiguous is the line of a letter a run over every letter left because
+// its last attempt may have been applied and it carries a key:
+// "ambiguous: letter ID (submission S): ...".
+func Ambiguous(l *grantretry.Letter) string {
+	return "ambiguous: " + LetterName(l) + ": its last attempt may have been applied; ask the funder first, or pass -trust-key if it honours Idempotency-Key"
+}
+
+// Elsewhere is the line of a letter a run over every letter left because
+// it is another's (ErrElsewhere).
+func Elsewhere(l *grantretry.Letter) string {
+	return "another's: " + LetterName(l) + ": another process or worker holds it, or it left the waiting set since it was listed"
+}
+
+// LastAnswer is l's last answer as list shows it: its status ("503"),
+// "422 refused" when the funder refused it (deadletter.Refused), its
+// error cut to 40 characters, or "-".
+func LastAnswer(l *grantretry.Letter) string {
+	switch {
+	case l.LastStatus != 0 && deadletter.Refused(l):
+		return strconv.Itoa(l.LastStatus) + " refused"
+	case l.LastStatus != 0:
+		return strconv.Itoa(l.LastStatus)
+	case l.LastError == "":
+		return "-"
+	case utf8.RuneCountInString(l.LastError) > 40:
+		return EscapeControl(string([]rune(l.LastError)[:37])) + "..."
+	}
+	return EscapeControl(l.LastError)
+}
+
+// RetiredState says when a letter was retired, by whom and why: "retired
+// at T by NAME: REASON".
+func RetiredState(r *deadletter.Retirement) string {
+	return "retired at " + showTime(r.RetiredAt) + " by " + EscapeControl(r.RetiredBy) + ": " + EscapeControl(r.Reason)
 }

@@ -55,3 +55,24 @@ func TestSignalChild(t *testing.T) {
 	fmt.Println("still running after a second signal")
 	os.Exit(0)
 }
+
+// A signal's context names it as its cause, for the summary's stopped
+// line.
+func TestSignalContextNamesTheSignal(t *testing.T) {
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM did not end the context")
+	}
+	if got := stopCause(ctx); got != "terminated (SIGTERM)" {
+		t.Errorf("cause %q, want terminated (SIGTERM)", got)
+	}
+	ctx2, stop2 := SignalContext(context.Background())
+	stop2()
+	if ctx2.Err() == nil || stopCause(ctx2) != context.Canceled.Error() {
+		t.Errorf("stop: %v, %q", ctx2.Err(), stopCause(ctx2))
+	}
+}
