@@ -10,7 +10,9 @@
 // its real name through a local proxy and a certificate authority made for
 // the run, so "grantretry deadletter redeliver" runs unchanged. The clock
 // and the jitter are fixed: what changes between runs is latencies,
-// random IDs and hashes.
+// random IDs and hashes; but the runbook's letters are written on a clock
+// three hours behind the system's, whose time the command judges them
+// by (due, late), so their times are those of the run.
 package main
 
 import (
@@ -82,6 +84,9 @@ func run(cli string, keep bool) error {
 	if err := letterSamples(cli, filepath.Join(work, "letters")); err != nil {
 		return fmt.Errorf("letters: %w", err)
 	}
+	if err := runbookSamples(cli, filepath.Join(work, "runbook")); err != nil {
+		return fmt.Errorf("runbook: %w", err)
+	}
 	return nil
 }
 
@@ -142,6 +147,21 @@ func shell(cli, dir string, env []string, shown string, withStatus bool, args ..
 		fmt.Printf("$ echo $?\n%d\n", code)
 	}
 	fmt.Println()
+	return nil
+}
+
+// shellPipe runs script with sh in dir, env added and $GRANTRETRY naming
+// the command, and prints it as shell would show it, with "grantretry" in
+// place of "$GRANTRETRY".
+func shellPipe(cli, dir string, env []string, script string) error {
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), env...), "GRANTRETRY="+cli)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w\n%s", script, err, out)
+	}
+	fmt.Printf("$ %s\n%s\n", strings.ReplaceAll(script, `"$GRANTRETRY"`, "grantretry"), out)
 	return nil
 }
 
@@ -401,35 +421,70 @@ func (s *letterSink) set(on bool) {
 	s.mu.Unlock()
 }
 
+// tlsFunder is a funder that speaks HTTPS under portalHost, reached by
+// the command through a local proxy (HTTPS_PROXY) and a certificate
+// authority made for the run (SSL_CERT_FILE), and by the samples' own
+// Transports through inner.
+type tlsFunder struct {
+	server, proxy *httptest.Server
+	caFile        string
+	inner         *http.Transport
+}
+
+// startFunder starts h as a tlsFunder, its certificate authority written
+// into work.
+func startFunder(work string, h http.Handler) (*tlsFunder, error) {
+	ca, leaf, err := certificates()
+	if err != nil {
+		return nil, err
+	}
+	caFile := filepath.Join(work, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600); err != nil {
+		return nil, err
+	}
+	server := httptest.NewUnstartedServer(h)
+	server.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	server.StartTLS()
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &tlsFunder{
+		server: server,
+		proxy:  httptest.NewServer(tunnel(server.Listener.Addr().String())),
+		caFile: caFile,
+		inner:  dialTo(server.Listener.Addr().String(), &tls.Config{RootCAs: pool}),
+	}, nil
+}
+
+func (f *tlsFunder) close() {
+	f.proxy.Close()
+	f.server.Close()
+}
+
+// env is the command's environment: the proxy, the certificate
+// authority, and the operator's credentials.
+func (f *tlsFunder) env() []string {
+	return []string{"HTTPS_PROXY=" + f.proxy.URL, "NO_PROXY=", "no_proxy=", "SSL_CERT_FILE=" + f.caFile,
+		"FUNDER_TOKEN=" + portalToken, "FUNDER_API_KEY=" + portalKey}
+}
+
 // letterSamples writes the two letters of docs/dead-letters.md through
 // Transports, then lists, shows and redelivers them with the command.
 func letterSamples(cli, work string) error {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return err
 	}
-	ca, leaf, err := certificates()
+	p := &portal{}
+	funder, err := startFunder(work, p)
 	if err != nil {
 		return err
 	}
-	caFile := filepath.Join(work, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600); err != nil {
-		return err
-	}
-	p := &portal{}
-	funder := httptest.NewUnstartedServer(p)
-	funder.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
-	funder.StartTLS()
-	defer funder.Close()
-	proxy := httptest.NewServer(tunnel(funder.Listener.Addr().String()))
-	defer proxy.Close()
+	defer funder.close()
 
 	dir, err := deadletter.Open(filepath.Join(work, "dead-letters"))
 	if err != nil {
 		return err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	inner := dialTo(funder.Listener.Addr().String(), &tls.Config{RootCAs: pool})
+	inner := funder.inner
 	sink := &letterSink{dir: dir, on: true}
 	clk := &clock{now: time.Date(2026, 11, 30, 8, 49, 20, 0, time.UTC)}
 	rnd := grantretry.WithRandSource(mrand.NewPCG(2026, 849))
@@ -472,9 +527,7 @@ func letterSamples(cli, work string) error {
 	p.mu.Lock()
 	p.up = true
 	p.mu.Unlock()
-	env := []string{"HTTPS_PROXY=" + proxy.URL, "NO_PROXY=", "no_proxy=", "SSL_CERT_FILE=" + caFile,
-		"FUNDER_TOKEN=" + portalToken, "FUNDER_API_KEY=" + portalKey}
-	return letterTranscripts(cli, work, dir, env)
+	return letterTranscripts(cli, work, dir, funder.env())
 }
 
 // send makes one call through tr and closes its answer.
@@ -613,4 +666,202 @@ func certificates() (*x509.Certificate, tls.Certificate, error) {
 		return nil, tls.Certificate{}, err
 	}
 	return ca, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// outagePortal is the runbook's funder, whose answers are set by its
+// mode: "down" (503 to everything), "gateway" (504: the request may have
+// been applied), "quota" (429, and not before four hours) or "up" (it
+// takes an application with credentials, and refuses a report).
+type outagePortal struct {
+	mu   sync.Mutex
+	mode string
+}
+
+func (p *outagePortal) set(mode string) {
+	p.mu.Lock()
+	p.mode = mode
+	p.mu.Unlock()
+}
+
+func (p *outagePortal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	p.mu.Lock()
+	mode := p.mode
+	p.mu.Unlock()
+	switch mode {
+	case "down":
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+	case "gateway":
+		http.Error(w, "upstream timed out", http.StatusGatewayTimeout)
+	case "quota":
+		w.Header().Set("Retry-After", "14400")
+		http.Error(w, "daily quota reached", http.StatusTooManyRequests)
+	default:
+		(&portal{up: true}).ServeHTTP(w, r)
+	}
+}
+
+// runbookLetter is one call of the runbook's afternoon.
+type runbookLetter struct {
+	at         time.Duration // after the afternoon's start
+	submission string
+	mode       string        // the funder's mode while the call is made
+	closing    time.Duration // the submission's closing time, after the start; 0: none
+	report     bool          // a report (PUT), which the funder refuses once it is up; otherwise an application (POST)
+}
+
+// runbookSamples writes the letters of the runbook in docs/dead-letters.md
+// through Transports, on a clock three hours behind the system's, so that
+// the command, which judges letters by the system clock, finds one late,
+// one not due, one the funder refused, one ambiguous and the due ones of
+// an outage; then it runs the runbook's commands against them.
+func runbookSamples(cli, work string) error {
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return err
+	}
+	p := &outagePortal{mode: "down"}
+	funder, err := startFunder(work, p)
+	if err != nil {
+		return err
+	}
+	defer funder.close()
+	dir, err := deadletter.Open(filepath.Join(work, "dead-letters"))
+	if err != nil {
+		return err
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-3 * time.Hour)
+	clk := &clock{now: start}
+	rnd := grantretry.WithRandSource(mrand.NewPCG(2026, 1204))
+	sink := &letterSink{dir: dir, on: true}
+	call := func(tr http.RoundTripper, c runbookLetter) error {
+		clk.set(start.Add(c.at))
+		p.set(c.mode)
+		ctx := grantretry.WithSubmissionID(context.Background(), c.submission)
+		if c.closing != 0 {
+			ctx = grantretry.WithClosingTime(ctx, start.Add(c.closing))
+		}
+		method, url, body := http.MethodPost, "https://"+portalHost+"/api/v2/applications",
+			fmt.Sprintf(`{"submission":%q,"amount":25000}`, c.submission)
+		if c.report {
+			method, url, body = http.MethodPut, "https://"+portalHost+"/api/v2/reports/"+c.submission, `{"period":"2026-Q3","spent":1840}`
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", portalToken)
+		return send(tr, req)
+	}
+	alone := func() http.RoundTripper {
+		return grantretry.New(funder.inner, grantretry.WithDeadLetter(sink), grantretry.WithClock(clk), rnd, grantretry.WithoutBreaker())
+	}
+	for _, c := range []runbookLetter{
+		{at: 0, submission: "GRANT-2026-0063", mode: "down", closing: 20 * time.Minute},
+		{at: 7 * time.Minute, submission: "GRANT-2026-0066", mode: "gateway"},
+		{at: 12 * time.Minute, submission: "GRANT-2026-0058", mode: "down", report: true},
+		{at: 41 * time.Minute, submission: "GRANT-2026-0051", mode: "quota"},
+		{at: 64 * time.Minute, submission: "GRANT-2026-0070", mode: "down", closing: 9 * time.Hour},
+	} {
+		if err := call(alone(), c); err != nil {
+			return err
+		}
+	}
+	// The outage: the breaker, opened by a call that kept no letter,
+	// refuses the next calls before anything is sent.
+	breaker := grantretry.New(funder.inner, grantretry.WithDeadLetter(sink), grantretry.WithClock(clk), rnd,
+		grantretry.WithBreaker(1, time.Hour), grantretry.WithBreakerProbe(time.Hour))
+	clk.set(start.Add(65 * time.Minute))
+	sink.set(false)
+	status, _ := http.NewRequest(http.MethodGet, "https://"+portalHost+"/api/v2/status", nil)
+	if err := send(breaker, status); err != nil {
+		return err
+	}
+	sink.set(true)
+	for i, sub := range []string{"GRANT-2026-0071", "GRANT-2026-0072", "GRANT-2026-0073", "GRANT-2026-0074"} {
+		if err := call(breaker, runbookLetter{at: time.Duration(66+3*i) * time.Minute, submission: sub, mode: "down"}); err != nil {
+			return err
+		}
+	}
+	// The report was redelivered once the funder was up, an hour ago, and
+	// refused: its letter's last answer is the refusal.
+	letters, err := dir.List()
+	if err != nil {
+		return err
+	}
+	report := ""
+	for _, l := range letters {
+		if l.SubmissionID == "GRANT-2026-0058" {
+			report = l.ID
+		}
+	}
+	clk.set(start.Add(2 * time.Hour))
+	p.set("up")
+	client := &http.Client{Transport: withCredentials{alone()}}
+	resp, err := dir.Redeliver(context.Background(), client, report, nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		return fmt.Errorf("the report's redelivery was answered %d, want 422", resp.StatusCode)
+	}
+	return runbookTranscripts(cli, work, dir, funder.env())
+}
+
+// withCredentials adds the portal's credentials to a clone of each
+// request.
+type withCredentials struct{ next http.RoundTripper }
+
+func (t withCredentials) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", portalToken)
+	r.Header.Set("X-Api-Key", portalKey)
+	return t.next.RoundTrip(r)
+}
+
+func runbookTranscripts(cli, work string, dir *deadletter.Dir, env []string) error {
+	letters, err := dir.List()
+	if err != nil {
+		return err
+	}
+	bySubmission := map[string]string{}
+	for _, l := range letters {
+		bySubmission[l.SubmissionID] = l.ID
+	}
+	late, refused := bySubmission["GRANT-2026-0063"], bySubmission["GRANT-2026-0058"]
+	list := []string{"deadletter", "list", "dead-letters"}
+	section("dead-letters.md runbook: list")
+	if err := shell(cli, work, env, "grantretry deadletter list dead-letters", false, list...); err != nil {
+		return err
+	}
+	section("dead-letters.md runbook: when a submission closes")
+	if err := shellPipe(cli, work, env, `"$GRANTRETRY" deadletter show dead-letters `+bySubmission["GRANT-2026-0070"]+` | grep -E '^(due|due by|late|submission id) '`); err != nil {
+		return err
+	}
+	creds := []string{"-header-env", "Authorization=FUNDER_TOKEN", "-header-env", "X-Api-Key=FUNDER_API_KEY"}
+	shown := ` -header-env "Authorization=FUNDER_TOKEN" -header-env "X-Api-Key=FUNDER_API_KEY"`
+	for _, s := range []struct {
+		title, shown string
+		status       bool
+		args         []string
+	}{
+		{"dry run of one submission", "grantretry deadletter redeliver dead-letters -submission GRANT-2026-0070 -dry-run" + shown, true,
+			append([]string{"deadletter", "redeliver", "dead-letters", "-submission", "GRANT-2026-0070", "-dry-run"}, creds...)},
+		{"redeliver -all at a pace", "grantretry deadletter redeliver dead-letters -all -rate 20/s -trail trail.jsonl" + shown, true,
+			append([]string{"deadletter", "redeliver", "dead-letters", "-all", "-rate", "20/s", "-trail", "trail.jsonl"}, creds...)},
+		{"retire", `grantretry deadletter retire dead-letters ` + refused + ` -reason "funder refused: 422, the report's period is closed" -by j.alvarez@ops -trail trail.jsonl`, true,
+			[]string{"deadletter", "retire", "dead-letters", refused, "-reason", "funder refused: 422, the report's period is closed", "-by", "j.alvarez@ops", "-trail", "trail.jsonl"}},
+		{"a late letter named", "grantretry deadletter redeliver dead-letters " + late + " -trail trail.jsonl" + shown, true,
+			append([]string{"deadletter", "redeliver", "dead-letters", late, "-trail", "trail.jsonl"}, creds...)},
+		{"a late letter the funder agreed to take", "grantretry deadletter redeliver dead-letters " + late + " -late -trail trail.jsonl" + shown, true,
+			append([]string{"deadletter", "redeliver", "dead-letters", late, "-late", "-trail", "trail.jsonl"}, creds...)},
+		{"list, after", "grantretry deadletter list dead-letters", false, list},
+	} {
+		section("dead-letters.md runbook: " + s.title)
+		if err := shell(cli, work, env, s.shown, s.status, s.args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
