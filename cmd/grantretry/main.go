@@ -5,8 +5,8 @@
 //	    run the storm simulator (see docs/choosing-budgets.md)
 //	grantretry audit verify|trace FILE... [flags]
 //	    verify an audit trail, or trace one call through it (see docs/audit-trail.md)
-//	grantretry deadletter list|show|redeliver DIR [ID...] [flags]
-//	    list, show and redeliver dead letters (see docs/dead-letters.md)
+//	grantretry deadletter list|show|redeliver|retire DIR [ID...] [flags]
+//	    list, show, redeliver and retire dead letters (see docs/dead-letters.md, the runbook)
 //	grantretry classify [flags] FILE
 //	    print what grantretry does with a captured answer (see docs/teaching.md)
 //	grantretry version
@@ -50,7 +50,7 @@ type command struct {
 var commands = []command{
 	{name: "sim", summary: "run the storm simulator: retry policies against a funder that goes down", run: runSim},
 	{name: "audit", summary: "verify an audit trail's hash chain, or trace one call through it", run: runAudit},
-	{name: "deadletter", summary: "list, show and redeliver dead letters kept in a directory", run: runDeadLetter},
+	{name: "deadletter", summary: "list, show, redeliver and retire dead letters kept in a directory", run: runDeadLetter},
 	{name: "classify", summary: "print what grantretry does with a captured answer of a funder", run: runClassify},
 	{name: "version", summary: "print the version of grantretry this program was built from", run: runVersion},
 }
