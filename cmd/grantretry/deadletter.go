@@ -22,14 +22,21 @@ DIR with WithDeadLetter and a deadletter.Dir: calls that ended
 dead_letter or circuit_open, which are work still owed. See
 docs/dead-letters.md, the runbook.
 
-Subcommands: list DIR [-submission ID] the letters waiting in DIR, late
-ones first, then due ones, and what each last got show DIR ID every
-field of one letter, waiting, redelivered or retired redeliver DIR
-(ID... | -all | -submission ID) [-rate N/s] [-trail PATH] send letters
-again, with their own keys, at a pace, on the record of an audit trail;
--all sends the letters that are due, not late, not refused and not
-ambiguous retire DIR ID... -reason TEXT [-trail PATH] take letters out
-for good, with the reason on the record and on an audit trail
+Subcommands:
+  list DIR [-submission ID]     the letters waiting in DIR, late ones
+                                first, then due ones, and what each last
+                                got
+  show DIR ID                   every field of one letter, waiting,
+                                redelivered or retired
+  redeliver DIR (ID... | -all | -submission ID) [-rate N/s] [-trail PATH]
+                                send letters again, with their own keys,
+                                at a pace, on the record of an audit
+                                trail; -all sends the letters that are
+                                due, not late, not refused and not
+                                ambiguous
+  retire DIR ID... -reason TEXT [-trail PATH]
+                                take letters out for good, with the
+                                reason on the record and on an audit trail
 
 Run 'grantretry deadletter <subcommand> -help' for its flags.
 `
