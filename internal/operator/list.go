@@ -17,6 +17,7 @@ import (
 // ListOptions are the list command's flags.
 type ListOptions struct {
 	JSON       bool      // -json: a JSON array of the letters, without their bodies
+	Bodies     bool      // with JSON, the letters' bodies too, as grantretry-fleet's -json prints them
 	Submission string    // -submission: the letters of one submission only
 	Now        time.Time // the time letters are judged due and late at; the zero time: now
 }
@@ -25,9 +26,9 @@ type ListOptions struct {
 // late first, then due now, then by when they are due (SortByDue), as a
 // table with a footer that counts them (late, refused, ambiguous, not
 // due, and when the next is due), or with JSON as a JSON array of the
-// letters without their bodies ("[]" when there are none). Letters that
-// could not be read are not skipped silently: the others are listed, and
-// the error about those is returned.
+// letters without their bodies (with them, if o.Bodies; "[]" when there
+// are none). Letters that could not be read are not skipped silently: the
+// others are listed, and the error about those is returned.
 func List(ctx context.Context, w io.Writer, s Store, o ListOptions) error {
 	now := o.Now
 	if now.IsZero() {
@@ -46,18 +47,20 @@ func List(ctx context.Context, w io.Writer, s Store, o ListOptions) error {
 	SortByDue(letters, now)
 	var err error
 	if o.JSON {
-		err = writeLettersJSON(w, letters)
+		err = writeLettersJSON(w, letters, o.Bodies)
 	} else {
 		err = writeLetterTable(w, letters, s.Where(), now)
 	}
 	return errors.Join(listErr, err)
 }
 
-func writeLettersJSON(w io.Writer, letters []*grantretry.Letter) error {
+func writeLettersJSON(w io.Writer, letters []*grantretry.Letter, bodies bool) error {
 	out := make([]grantretry.Letter, 0, len(letters))
 	for _, l := range letters {
 		c := *l
-		c.Body = nil
+		if !bodies {
+			c.Body = nil
+		}
 		out = append(out, c)
 	}
 	enc := json.NewEncoder(w)
