@@ -7,28 +7,168 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
 	"github.com/grantretry/grantretry/fleet"
+	"github.com/grantretry/grantretry/fleet/internal/letterstore"
 	"github.com/grantretry/grantretry/internal/operator"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-const dlListSynopsis = `Usage: grantretry-fleet deadletter list [-pg DSN] [-json]
+const dlListSynopsis = `Usage: grantretry-fleet deadletter list [-pg DSN] [-submission ID] [-json]
 
-Lists the letters waiting in the database (not redelivered): the late
-letters first, then the letters due now, each oldest first, then the others
-by when they are due. DUE is "now", or the time before which the funder said
-it will not take the letter (its not_before): redeliver -all leaves it until
-then. LATE is "late" for a letter that missed its closing time (its due_by,
-from WithClosingTime): redeliver sends it only with -late.
+Lists the letters waiting in the database (not those redelivered or
+retired), then a line that counts them: "N letters waiting in the
+database: L late, R refused, A ambiguous, D not due (next due at T)",
+leaving out the parts that are zero.
+
+DUE is "now", or the time before which the funder said it will not take
+the letter (its not_before: a quota, a Retry-After past the deadline).
+LATE is "late" for a letter that missed its closing time (its due_by,
+from WithClosingTime): the funder must agree to take it late. AMBIGUOUS
+is "yes" for a letter whose last attempt may have been applied. LAST
+ANSWER is the funder's last status ("422 refused" when it refused the
+letter, which redeliver -all then leaves), or the last error. The late
+letters come first, then the letters due now, each oldest first, then
+the others by when they are due.
+
+-submission lists one submission's letters. -json prints them as a JSON
+array, with their bodies, as the database holds them.
+`
+
+const dlShowSynopsis = `Usage: grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
+
+Prints every field of letter ID, waiting, redelivered (with the record
+of its redelivery) or retired (with who retired it, when and why). The
+body is printed if it is text of at most 4096 bytes; otherwise its size
+and SHA-256: use -body to write it out, or -json for the letter as
+stored, with the record of its redelivery or its retirement.
+`
+
+const dlRedeliverSynopsis = `Usage: grantretry-fleet deadletter redeliver [-pg DSN]
+         (ID... | -all | -submission ID) [-rate N/s] [-budget RETRIES]
+         [-deadline D] [-concurrency N] [-worker NAME] [-rules FILE] [flags]
+
+Sends letters again through a grantretry Transport that writes its
+attempts and dispositions to the fleet's trail: same method, URL,
+headers, body, Idempotency-Key and X-Correlation-ID. -budget and
+-deadline are each letter's retry budget (grantretry.WithBudget);
+-timeout bounds each letter's redelivery, by default one minute, or the
+-deadline and a quarter more when -deadline is given. -rate paces the
+run: at most N sends begin a second ("200/s", "30/m", "600/h", or N a
+second), whichever of the -concurrency workers sends them.
+
+-concurrency N is this run's workers: N letters are sent at once. Each
+letter is claimed as -worker just before it is sent, under a lease of
+its bound (-timeout) and a quarter more, and the claim is checked on the
+database's clock immediately before the send, which is cut before the
+lease ends: other operators and the pipeline's workers redelivering at
+the same time skip the letters this one holds, and no letter is sent by
+two.
+
+The letters sent are those named, or with -all those waiting in the
+database that are due, not late, not refused and not ambiguous;
+-submission ID chooses among a submission's letters as -all does. Each
+letter -all leaves gets a line, and is no failure:
+
+  late: letter ID (submission S) was due by T
+  not due: letter ID (submission S) until T
+  refused: letter ID (submission S) was last answered 422 ...
+  ambiguous: letter ID (submission S): its last attempt may have ...
+  another's: letter ID (submission S): another process or worker ...
+
+A late letter (it missed its closing time, its due_by) is sent only with
+-late, the explicit choice that the funder takes it late. A letter that
+is not due (the funder said it will not take it before its not_before)
+is sent only when named with -early. A letter the funder refused (a
+terminal answer such as 422) is sent by -all only with -include-refused:
+correct the work and send it anew, or retire the letter. A letter whose
+last attempt may have been applied ("ambiguous" in show), or whose
+earlier redelivery was still in flight when its lease ended or its
+worker died, is sent only with -trust-key, for a funder that honours
+Idempotency-Key: this command cannot ask the funder, so for one that
+ignores the key, redeliver it from the pipeline, with
+fleet.Letters.Redeliver and the pipeline's reconciler. A letter named
+that is late, not due or ambiguous is refused, and the command fails;
+one named that was refused is sent. A letter another worker holds under
+its lease, or redelivered or retired since this command listed the
+letters, is left to it.
+
+Every redelivery is on the record of the fleet's trail, in the database:
+its attempts and disposition, each line naming the letter
+("redelivers"), so that 'grantretry-fleet audit trace -submission ID'
+shows the call and its redelivery. -dry-run claims nothing, writes no
+trail, sends nothing, and prints what it would send.
+
+Letters carry no credentials: give them with -header or -header-env,
+which are added to every request and never printed. Redirects are not
+followed.
+
+A letter is delivered when it is answered 1xx-3xx, or when its outcome
+says succeeded (already applied, under -rules): it is marked redelivered
+in the database, with a record of the answer. Any other is released to
+be claimed again, and reported, with what the send did written into it:
+its attempts, its answer, and "ambiguous" when the funder may have
+applied it. A send that ends circuit_open (the Transport's breaker for
+the funder's host is open) leaves the letters of that host not tried in
+this run; the others go on.
+
+-rules reads the funder's own rules (grantretry.Rule, as JSON, as
+'grantretry classify -rules' does). An ambiguous letter sent with
+-trust-key and answered with one whose verdict is Applied (Simpler
+Grants.gov's 403 not_in_progress to an application already submitted) is
+delivered, since the funder has it, and its line says "already applied".
+The same answer to a letter that is not ambiguous is a refusal.
+
+After the letters' lines comes the summary, in the words grantretry uses
+too (the lines that would count none are left out, but "delivered"):
+
+summary: 1000 letters waiting, 700 selected, 700 sent
+  delivered: 690 (answered 201 Created: 680; reconciled: 10)
+  not delivered: 10 (answered 503 Service Unavailable: 10)
+  not sent: 1 (not due: 1)
+  left, refused: 100 (the funder refused them; ...)
+  left, not due: 100 (the next is due at 2026-12-05T00:12:00Z)
+  left, late: 50 (they missed their closing time; ...)
+  left, ambiguous: 50 (ask the funder first, or -trust-key ...)
+  left, another's: 3 (another process or worker holds them, ...)
+  not tried: 0
+
+SIGINT or SIGTERM stops the run: the letters in flight end and are
+recorded on the fleet's trail and in their letters, which are released
+(ambiguous when the funder may have them), none is begun after, and the
+summary ends "stopped: interrupt (SIGINT); the letters not tried stay
+waiting". A second signal ends the process at once: the leases of the
+letters it held then end, and the next claim of each finds it ambiguous.
+
+Exit status: 0 when every letter the run sent, and every letter named,
+was delivered (the letters -all leaves are no failure); 1 when a letter
+sent or named was not delivered, could not be read or sent, or the run
+was stopped; 2 when the command is called wrongly, sending nothing.
+`
+
+const dlRetireSynopsis = `Usage: grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT
+                                        [-by NAME]
+
+Takes the waiting letters ID out of the database for good: a letter the
+funder refused for good, or work the applicant withdrew, which must not
+be sent again. Nothing is deleted: each letter's row is kept, state
+retired, with who retired it, when and why, and list, redeliver and the
+workers' claims pass it over.
+
+Each retirement is on the record of the fleet's trail, which redeliver
+writes to: a grantretry.retired line naming the letter, who and why, so
+that 'grantretry-fleet audit trace -submission ID' ends with it.
+
+-reason is required. Each letter gets a line, "retired: letter ID
+(submission S): REASON" or "not retired: letter ID: why" (no such
+waiting letter, one a worker holds under a lease, one retired already),
+which does not stop the others; then "retired N of M letters". The
+command exits 0 when every letter was retired, 1 when some were not, and
+2, retiring none, when it is called wrongly.
 `
 
 func runDeadLetter(args []string, stdout, stderr io.Writer) error {
@@ -54,9 +194,32 @@ func runDeadLetter(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// openLetters connects to the database and checks that it has the
+// fleet's letters, for the subcommand sub: a database no fleet process
+// migrated gets errNoLetters, once, not the server's error for each
+// letter.
+func openLetters(ctx context.Context, db *dbFlags, sub string) (*pgxpool.Pool, error) {
+	pool, err := db.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var have bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('grantretry_letters') IS NOT NULL`).Scan(&have); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", sub, err)
+	}
+	if !have {
+		pool.Close()
+		return nil, errNoLetters(sub)
+	}
+	return pool, nil
+}
+
 func dlList(args []string, stdout io.Writer) error {
 	fs, db := newFlagSet("deadletter list")
-	asJSON := fs.Bool("json", false, "print the letters as a JSON array")
+	o := operator.ListOptions{Bodies: true}
+	fs.BoolVar(&o.JSON, "json", false, "print the letters as a JSON array, with their bodies")
+	fs.StringVar(&o.Submission, "submission", "", "list the letters of submission `ID` only")
 	rest, err := parse(fs, args, dlListSynopsis, stdout)
 	if err != nil {
 		return err
@@ -65,118 +228,19 @@ func dlList(args []string, stdout io.Writer) error {
 		return usagef("list: unexpected argument %q", rest[0])
 	}
 	ctx := context.Background()
-	pool, err := db.open(ctx)
+	pool, err := openLetters(ctx, db, "list")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	letters, err := fleet.NewLetters(pool).List(ctx)
-	if noTable(err) {
-		return errNoLetters("list")
-	}
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if letters == nil {
-			letters = []*grantretry.Letter{}
-		}
-		return enc.Encode(letters)
-	}
-	now := time.Now()
-	operator.SortByDue(letters, now)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	if len(letters) > 0 {
-		fmt.Fprintln(tw, "ID\tSUBMISSION\tDUE\tLATE\tCREATED\tDISPOSITION\tSTOP REASON\tMETHOD\tURL\tATTEMPTS\tLAST")
-	}
-	for _, l := range letters {
-		last := dashIfEmpty(l.LastError)
-		if l.LastStatus != 0 {
-			last = fmt.Sprint(l.LastStatus)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.ID, operator.EscapeControl(dashIfEmpty(l.SubmissionID)),
-			operator.DueAt(l, now), operator.LateMark(l, now), l.Created.UTC().Format(time.RFC3339), l.Disposition, l.StopReason, operator.EscapeControl(l.Method),
-			operator.EscapeControl(l.URL), l.Attempts, operator.EscapeControl(last))
-	}
-	fmt.Fprintf(tw, "%s waiting in the database\n", countNoun(len(letters), "letter"))
-	return tw.Flush()
+	letters := fleet.NewLetters(pool)
+	defer letters.Close()
+	return wrapLib(operator.List(ctx, stdout, letterstore.New(letters, ""), o))
 }
-
-const dlShowSynopsis = `Usage: grantretry-fleet deadletter show [-pg DSN] ID [flags]
-
-Prints every field of letter ID, waiting or redelivered (with the record of
-its redelivery). The body is printed if it is text of at most 4096 bytes;
-otherwise its size and SHA-256: use -body to write it out, or -json for the
-letter as stored.
-`
-
-const dlRedeliverSynopsis = `Usage: grantretry-fleet deadletter redeliver [-pg DSN] (ID... | -all) [flags]
-
-Sends letters again, one after another, through a grantretry Transport with
-the default policy that writes its attempts and dispositions to the fleet's
-trail: same method, URL, headers, body, Idempotency-Key and X-Correlation-ID.
-A funder that honours the key and already applied a letter answers with its
-first result instead of applying it twice; one that ignores the key applies
-it again.
-
-Each letter is claimed just before it is sent, under a lease of -timeout
-and a quarter more, and the claim is checked on the database's clock
-immediately before the send, which is cut before the lease ends: another
-operator or worker redelivering at the same time skips the letters this
-one holds, and no letter is sent by two. With -all, the letters waiting
-when the command starts are tried; those another worker holds or
-redelivered meanwhile are left to it.
-
-Letters carry no credentials: give them with -header or -header-env, which
-are added to every request and never printed. Redirects are not followed.
-
-A letter is delivered when it is answered 1xx-3xx, or when its outcome says
-succeeded (already applied, under -rules): it is marked redelivered, with a
-record of the answer. Any other is released to be claimed again and
-reported, and the command fails.
-
--rules reads the funder's own rules (grantretry.Rule, as JSON, as
-'grantretry classify -rules' does). An ambiguous letter, which this command
-sends only with -trust-key (the pipeline's fleet.Letters.Redeliver sends
-one after its reconciler says the funder does not have it: see below),
-answered with one whose verdict is Applied (Simpler Grants.gov's 403
-not_in_progress to an application already submitted) is delivered, since
-the funder has it: it is marked redelivered, and its line says "already
-applied". The same answer to a letter that is not ambiguous is a refusal.
-
-SIGINT or SIGTERM stops the run after the letter in flight, whose attempt
-is recorded on the fleet's trail and which is released (ambiguous when
-the funder may have it); the letters not tried are listed, and the
-command fails.
-
-A letter whose last attempt was ambiguous (it may have been applied, and no
-answer said it was not: "ambiguous" in deadletter show), or whose earlier
-redelivery was still in flight when its lease ended or its worker died, is
-not sent: for a funder that ignores Idempotency-Key, sending it could apply
-it twice, and this command cannot ask the funder. Nor does it send again,
-without -trust-key, an attempt of its own that may have been applied.
-Redeliver such letters from the pipeline, with fleet.Letters.Redeliver and
-the pipeline's reconciler, which asks the funder first; or, for a funder
-that honours the key, pass -trust-key.
-
-A letter that is not due (the funder said it will not take it before its
-not_before: a quota, a Retry-After past the deadline) is not sent: -all
-leaves it, printing "not due: letter ID (submission S) until T", and does
-not count it a failure; a letter named by ID is refused, and the command
-fails, unless -early says to send the named letters now anyway.
-
-A letter that is late (it missed its closing time, its due_by) is not sent
-without -late, the explicit choice that the funder takes it late: -all
-leaves it, printing "late: letter ID (submission S) was due by T", and does
-not count it a failure; a letter named by ID is refused, and the command
-fails. -late sends late letters, named or with -all.
-`
 
 func dlShow(args []string, stdout io.Writer) error {
 	fs, db := newFlagSet("deadletter show")
-	asJSON := fs.Bool("json", false, "print the letter as stored, and the record of its redelivery, as one JSON object")
+	asJSON := fs.Bool("json", false, "print the letter as stored, and the record of its redelivery or retirement, as one JSON object")
 	rawBody := fs.Bool("body", false, "write the raw body to standard output, and nothing else")
 	ids, err := parse(fs, args, dlShowSynopsis, stdout)
 	if err != nil {
@@ -186,37 +250,46 @@ func dlShow(args []string, stdout io.Writer) error {
 		return usagef("show: give one letter id (got %d)", len(ids))
 	}
 	ctx := context.Background()
-	pool, err := db.open(ctx)
+	pool, err := openLetters(ctx, db, "show")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	l, rec, err := fleet.NewLetters(pool).Get(ctx, ids[0])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("show: no letter %s in the database", ids[0])
+	letters := fleet.NewLetters(pool)
+	defer letters.Close()
+	store := letterstore.New(letters, "")
+	if !*asJSON || *rawBody {
+		return wrapLib(operator.Show(ctx, stdout, store, ids[0], *rawBody))
 	}
-	if noTable(err) {
-		return errNoLetters("show")
-	}
+	found, err := store.Find(ctx, ids[0])
 	if err != nil {
-		return fmt.Errorf("show: %w", libError{err})
+		return wrapLib(err)
 	}
-	switch {
-	case *rawBody:
-		if l.BodyOmitted != "" {
-			return fmt.Errorf("show: letter %s: its body was not kept (%s)", l.ID, l.BodyOmitted)
-		}
-		_, err := stdout.Write(l.Body)
-		return err
-	case *asJSON:
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Letter     *grantretry.Letter     `json:"letter"`
-			Redelivery *deadletter.Redelivery `json:"redelivery,omitempty"`
-		}{l, rec})
+	return writeFoundJSON(stdout, found)
+}
+
+// retirementJSON is the record of a letter's retirement in show -json,
+// whose letter is the object's own.
+type retirementJSON struct {
+	RetiredAt time.Time `json:"retired_at"`
+	RetiredBy string    `json:"retired_by"`
+	Reason    string    `json:"reason"`
+}
+
+// writeFoundJSON prints the letter found as stored, with the record of
+// its redelivery or its retirement, as one JSON object.
+func writeFoundJSON(w io.Writer, found operator.Found) error {
+	var retired *retirementJSON
+	if r := found.Retirement; r != nil {
+		retired = &retirementJSON{RetiredAt: r.RetiredAt, RetiredBy: r.RetiredBy, Reason: r.Reason}
 	}
-	return operator.WriteLetter(stdout, l, rec)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Letter     *grantretry.Letter     `json:"letter"`
+		Redelivery *deadletter.Redelivery `json:"redelivery,omitempty"`
+		Retirement *retirementJSON        `json:"retirement,omitempty"`
+	}{found.Letter, found.Redelivery, retired})
 }
 
 // libError is an error of the library, whose lines start with
@@ -226,50 +299,15 @@ func dlShow(args []string, stdout io.Writer) error {
 // but run's.
 type libError struct{ err error }
 
-func (e libError) Error() string {
-	s := "\n" + e.err.Error()
-	for _, prefix := range []string{"grantretry: fleet: ", "grantretry: "} {
-		s = strings.ReplaceAll(s, "\n"+prefix, "\n")
-		s = strings.ReplaceAll(s, ": "+prefix, ": ")
-	}
-	return s[1:]
-}
+func (e libError) Error() string { return operator.DropLibraryPrefix(e.err.Error()) }
 
 func (e libError) Unwrap() error { return e.err }
 
-// reportEach prints each line of err as a line of its own, prefixed.
-func reportEach(w io.Writer, err error) {
-	for _, line := range strings.Split(libError{err}.Error(), "\n") {
-		fmt.Fprintf(w, "grantretry-fleet: deadletter: %s\n", line)
+func wrapLib(err error) error {
+	if err == nil {
+		return nil
 	}
-}
-
-// redeliverFlags are the redeliver subcommand's flags.
-type redeliverFlags struct {
-	all      bool
-	early    bool
-	late     bool
-	trustKey bool
-	dryRun   bool
-	worker   string
-	timeout  time.Duration
-	rules    string
-	creds    operator.Credentials
-}
-
-func newRedeliverFlags(fs *flag.FlagSet) *redeliverFlags {
-	f := &redeliverFlags{}
-	fs.BoolVar(&f.all, "all", false, "redeliver every letter waiting in the database")
-	fs.BoolVar(&f.early, "early", false, "send the letters named even if they are not due: the funder said it will not take them before their not_before, and you know better")
-	fs.BoolVar(&f.late, "late", false, "send late letters too (they missed their closing time, due_by): the funder agreed to take them late")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent, and send nothing")
-	fs.BoolVar(&f.trustKey, "trust-key", false, "send letters whose last attempt was ambiguous too: the funder honours Idempotency-Key")
-	fs.StringVar(&f.worker, "worker", "", "the name the claims are leased under (default grantretry-fleet-<host>-<pid>)")
-	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each letter's redelivery, retries included; its lease is this and a quarter more")
-	fs.StringVar(&f.rules, "rules", "", "a JSON file of the funder's own rules (grantretry.Rule), which classify its answers")
-	fs.Var(operator.HeaderFlag{C: &f.creds}, "header", `"Name: value": a header added to every request, such as the credentials (repeatable)`)
-	fs.Var(operator.HeaderEnvFlag{C: &f.creds}, "header-env", `"Name=VAR": a header whose value is read from environment variable VAR, so it stays out of shell history (repeatable)`)
-	return f
+	return libError{err}
 }
 
 // leaseFor is the lease under which a letter is claimed for a send
@@ -283,311 +321,74 @@ func leaseFor(timeout time.Duration) time.Duration { return timeout + timeout/4 
 // longer than a pipeline's call.
 const trailLimit = 10 * time.Second
 
+// defaultWorker is the name a redeliver's claims are leased under when
+// -worker names none: this host and process.
+func defaultWorker() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("grantretry-fleet-%s-%d", host, os.Getpid())
+}
+
+// redeliverNote ends the record of each letter a redeliver run as worker
+// delivers: who sent it, and where its redelivery is on the record.
+func redeliverNote(worker string) string {
+	return "grantretry-fleet deadletter redeliver, by worker " + worker + ", on the fleet's trail"
+}
+
 func dlRedeliver(args []string, stdout, stderr io.Writer) error {
 	fs, db := newFlagSet("deadletter redeliver")
-	f := newRedeliverFlags(fs)
+	var f operator.RedeliverFlags
+	f.Register(fs, "in the database")
+	worker := fs.String("worker", "", "the `NAME` the claims are leased under (default grantretry-fleet-<host>-<pid>)")
 	ids, err := parse(fs, args, dlRedeliverSynopsis, stdout)
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.creds.Err != nil:
-		return usageError{err: f.creds.Err}
-	case f.all == (len(ids) > 0):
-		return usagef("redeliver: give -all or letter ids, not both or neither")
-	case f.all && f.early:
-		return usagef("redeliver: -early sends the letters named, one by one: it does not go with -all")
-	case f.timeout <= 0:
-		return usagef("redeliver: -timeout %v: want a positive duration", f.timeout)
-	}
-	var rules []grantretry.Rule
-	if f.rules != "" {
-		if rules, err = operator.ReadRules(f.rules); err != nil {
-			return fmt.Errorf("redeliver: -rules: %w", libError{err})
+	if err := f.Check(ids); err != nil {
+		var uerr operator.UsageError
+		if errors.As(err, &uerr) {
+			return usageError{err: fmt.Errorf("redeliver: %w", uerr.Err)}
 		}
+		return fmt.Errorf("redeliver: %w", libError{err})
 	}
-	if f.worker == "" {
-		host, _ := os.Hostname()
-		f.worker = fmt.Sprintf("grantretry-fleet-%s-%d", host, os.Getpid())
+	if *worker == "" {
+		*worker = defaultWorker()
 	}
 	ctx := context.Background()
-	pool, err := db.open(ctx)
+	pool, err := openLetters(ctx, db, "redeliver")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r := &redeliverer{f: f, rules: rules, letters: fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.timeout))), stdout: stdout, stderr: stderr}
-	if f.all {
-		waiting, err := r.letters.List(ctx)
-		if noTable(err) {
-			return errNoLetters("redeliver")
-		}
-		if err != nil {
-			return fmt.Errorf("redeliver: %w", libError{err})
-		}
-		ids = ids[:0]
-		now := time.Now()
-		for _, l := range waiting {
-			switch {
-			case !f.late && deadletter.Late(l, now):
-				fmt.Fprintln(stdout, operator.Late(l))
-			case !deadletter.Due(l, now):
-				fmt.Fprintln(stdout, operator.NotDue(l))
-			default:
-				ids = append(ids, l.ID)
-			}
-		}
-	} else {
-		ids = dedupe(ids)
+	letters := fleet.NewLetters(pool, fleet.WithLease(leaseFor(f.LetterTimeout())))
+	defer letters.Close()
+	r := &operator.Run{
+		Store: letterstore.New(letters, *worker), Flags: &f, IDs: ids,
+		Stdout: stdout, Stderr: stderr, Prefix: "grantretry-fleet: deadletter: ", AskWith: "fleet.Letters.Redeliver",
 	}
-	if f.dryRun {
-		return r.plan(ctx, ids)
+	if f.DryRun {
+		_, err := r.Redeliver(ctx)
+		return wrapLib(err)
 	}
-	closeClient, err := r.openClient(ctx, pool)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	// A signal stops the run after the letter in flight, recorded on the
-	// trail and released (ambiguous if it may have reached the funder); a
-	// second one ends the process at once, and its claim's lease then marks
-	// it so.
+	// A signal stops the run after the letters in flight, recorded on the
+	// trail and released (ambiguous if they may have reached the funder);
+	// a second one ends the process at once, and the leases of its claims
+	// then mark those letters so.
 	sctx, stop := operator.SignalContext(ctx)
 	defer stop()
-	return r.run(sctx, ids)
-}
-
-// dedupe drops the ids named twice: each letter is sent once.
-func dedupe(ids []string) []string {
-	seen := map[string]bool{}
-	out := ids[:0]
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// redeliverer claims letters one at a time, just before it sends each,
-// and reports on each.
-type redeliverer struct {
-	f       *redeliverFlags
-	rules   []grantretry.Rule // -rules, which classify the funder's answers
-	letters *fleet.Letters
-	client  *http.Client
-	stdout  io.Writer
-	stderr  io.Writer
-}
-
-// openClient makes the client that sends through a grantretry Transport
-// with the default policy, writing to the fleet's trail, adds the
-// operator's headers to a clone of each request, and follows no redirect,
-// which would carry those headers to another host.
-func (r *redeliverer) openClient(ctx context.Context, pool *pgxpool.Pool) (func(), error) {
 	tr, err := fleet.NewTrail(ctx, pool, fleet.WithLimit(trailLimit))
 	if err != nil {
-		return nil, fmt.Errorf("redeliver: the fleet's trail: %w", libError{err})
+		return fmt.Errorf("redeliver: the fleet's trail: %w", libError{err})
 	}
-	opts := []grantretry.Option{grantretry.WithAuditTrail(tr)}
-	if !r.f.trustKey {
-		// An attempt that may have been applied is not sent again: this
-		// command cannot ask the funder.
-		opts = append(opts, grantretry.WithReconciler(operator.CannotAsk))
+	client, closeIdle := f.NewClient(tr)
+	r.Client, r.Note = client, redeliverNote(*worker)
+	_, err = r.Redeliver(sctx)
+	closeIdle()
+	err = wrapLib(err)
+	if cerr := tr.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("redeliver: the fleet's trail: %w", libError{cerr}))
 	}
-	if len(r.rules) > 0 {
-		opts = append(opts, grantretry.WithClassifier(grantretry.ClassifyRules(r.rules...)))
-	}
-	tp := grantretry.New(nil, opts...)
-	r.client = &http.Client{
-		Transport:     operator.WithHeaders{Next: tp, Header: r.f.creds.Header},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return tp.CloseIdleConnections, nil
+	return err
 }
-
-// run redelivers the letters ids, each claimed just before it is sent.
-func (r *redeliverer) run(ctx context.Context, ids []string) error {
-	failed, elsewhere := 0, 0
-	for i, id := range ids {
-		if ctx.Err() != nil {
-			for _, left := range ids[i:] {
-				fmt.Fprintf(r.stdout, "not tried: letter %s\n", left)
-			}
-			return fmt.Errorf("stopped (%v): %d of %s not redelivered, %d of them not tried",
-				context.Cause(ctx), failed+len(ids)-i, countNoun(len(ids), "letter"), len(ids)-i)
-		}
-		claims, err := r.letters.ClaimIDs(ctx, r.f.worker, []string{id})
-		switch {
-		case noTable(err):
-			return errNoLetters("redeliver") // and so for every letter
-		case err != nil:
-			reportEach(r.stderr, err)
-			failed++
-			continue
-		case len(claims) == 0 && r.f.all:
-			elsewhere++ // another worker holds it, or redelivered it since the list
-			continue
-		case len(claims) == 0:
-			reportEach(r.stderr, r.whyNotClaimed(ctx, id))
-			failed++
-			continue
-		}
-		if err := r.one(ctx, claims[0]); err != nil {
-			reportEach(r.stderr, err)
-			failed++
-		}
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("stopped (%v): %d of %s not redelivered", context.Cause(ctx), failed, countNoun(len(ids), "letter"))
-	}
-	if elsewhere > 0 {
-		fmt.Fprintf(r.stdout, "%s left to other workers: leased to them, or redelivered since this command listed them\n", countNoun(elsewhere, "letter"))
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %s not redelivered", failed, countNoun(len(ids), "letter"))
-	}
-	if len(ids) == 0 {
-		fmt.Fprintln(r.stdout, "no letters to redeliver")
-	}
-	return nil
-}
-
-// whyNotClaimed says why the letter id named on the command line could
-// not be claimed.
-func (r *redeliverer) whyNotClaimed(ctx context.Context, id string) error {
-	_, rec, err := r.letters.Get(ctx, id)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("letter %s not sent: there is no such letter in the database", id)
-	case err != nil:
-		return fmt.Errorf("letter %s not sent: %w", id, err)
-	case rec != nil:
-		return fmt.Errorf("letter %s not sent: it was redelivered already, %s", id, operator.LetterState(rec)[len("redelivered "):])
-	}
-	return fmt.Errorf("letter %s not sent: another worker holds its lease", id)
-}
-
-// released is where a letter not redelivered is left.
-const released = "it is released to be claimed again"
-
-// one redelivers the claimed letter and, if it was answered 1xx-3xx, marks
-// it redelivered; Letters.Redeliver confirms the claim just before the
-// send.
-func (r *redeliverer) one(ctx context.Context, c *fleet.Claim) error {
-	l := c.Letter
-	if l.Ambiguous && l.IdempotencyKey != "" && !r.f.trustKey {
-		why := ""
-		if c.InFlight {
-			why = "an earlier redelivery of it was in flight when its lease ended or its worker died, so the funder may have it"
-		}
-		err := operator.NotSentAmbiguous(l, why, "fleet.Letters.Redeliver", released)
-		return errors.Join(err, r.letters.Release(context.WithoutCancel(ctx), c))
-	}
-	rctx, cancel := context.WithTimeout(ctx, r.f.timeout)
-	defer cancel()
-	var reconcile grantretry.ReconcileFunc
-	if r.f.trustKey {
-		reconcile = deadletter.TrustKey
-	}
-	if r.f.early {
-		rctx = deadletter.SendEarly(rctx)
-	}
-	if r.f.late {
-		rctx = deadletter.SendLate(rctx)
-	}
-	rec, err := r.letters.Redeliver(rctx, c, r.client, reconcile)
-	if errors.Is(err, deadletter.ErrLate) {
-		msg := operator.NotSentLate(l, "-late", released)
-		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
-			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
-		}
-		return msg
-	}
-	if errors.Is(err, deadletter.ErrNotYet) {
-		msg := operator.NotSentNotDue(l, "-early", released)
-		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
-			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
-		}
-		return msg
-	}
-	if err != nil && rec.Status >= 400 {
-		// Answered, and refused or failed: said as the directory's tool
-		// says it, with whatever else went wrong releasing the letter.
-		rec.Note = ""
-		msg := errors.New(operator.NotRedelivered(l, rec, released))
-		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
-			return errors.Join(append([]error{msg}, j.Unwrap()[1:]...)...)
-		}
-		return msg
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(r.stdout, operator.Redelivered(l, rec))
-	return nil
-}
-
-// planLeft is where a dry run leaves a letter it would not send.
-const planLeft = "it stays waiting in the database"
-
-// plan prints what redelivering the letters ids would send, claiming,
-// sending and recording nothing. A late letter (unless -late) or one not
-// yet due (unless -early) is refused, as the send would refuse it.
-
-func (r *redeliverer) plan(ctx context.Context, ids []string) error {
-	failed := 0
-	for _, id := range ids {
-		l, rec, err := r.letters.Get(ctx, id)
-		switch {
-		case noTable(err):
-			return errNoLetters("redeliver") // and so for every letter
-		case errors.Is(err, pgx.ErrNoRows):
-			err = fmt.Errorf("letter %s: there is no such letter in the database", id)
-		case err == nil && rec != nil:
-			err = fmt.Errorf("letter %s: it was redelivered already, %s", id, operator.LetterState(rec)[len("redelivered "):])
-		case err == nil && !r.f.late && deadletter.Late(l, time.Now()):
-			err = operator.NotSentLate(l, "-late", planLeft) // as Letters.Redeliver would refuse it
-		case err == nil && !r.f.early && !deadletter.Due(l, time.Now()):
-			err = operator.NotSentNotDue(l, "-early", planLeft)
-		case err == nil:
-			err = operator.WritePlan(r.stdout, l, &r.f.creds)
-		}
-		if err != nil {
-			reportEach(r.stderr, err)
-			failed++
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %s could not be planned", failed, countNoun(len(ids), "letter"))
-	}
-	if len(ids) == 0 {
-		fmt.Fprintln(r.stdout, "no letters to redeliver")
-	}
-	return nil
-}
-
-const dlRetireSynopsis = `Usage: grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT
-                                        [-by NAME]
-
-Takes the waiting letters ID out of the database for good: a letter the
-funder refused for good, or work the applicant withdrew, which must not be
-sent again. Nothing is deleted: each letter's row is kept, state retired,
-with who retired it, when and why, and list, redeliver and the workers'
-claims pass it over.
-
-Each retirement is on the record of the fleet's trail, which redeliver
-writes to: a grantretry.retired line naming the letter, who and why, so
-that 'grantretry-fleet audit trace -submission ID' ends with it.
-
--reason is required. Each letter gets a line, "retired: letter ID
-(submission S): REASON" or "not retired: letter ID: why" (no such waiting
-letter, one a worker holds under a lease, one retired already), which does
-not stop the others; then "retired N of M letters". The command exits 0
-when every letter was retired, 1 when some were not, and 2, retiring none,
-when it is called wrongly.
-`
 
 func dlRetire(args []string, stdout, stderr io.Writer) error {
 	fs, db := newFlagSet("deadletter retire")
@@ -601,7 +402,7 @@ func dlRetire(args []string, stdout, stderr io.Writer) error {
 		return usageError{err: err}
 	}
 	ctx := context.Background()
-	pool, err := db.open(ctx)
+	pool, err := openLetters(ctx, db, "retire")
 	if err != nil {
 		return err
 	}
@@ -613,16 +414,7 @@ func dlRetire(args []string, stdout, stderr io.Writer) error {
 	letters := fleet.NewLetters(pool)
 	defer letters.Close()
 	opts := deadletter.RetireOptions{By: *by, Trail: tr}
-	err = operator.Retire(stdout, stderr, ids, *reason, func(id, reason string) (*deadletter.Retirement, error) {
-		r, err := letters.RetireWith(ctx, id, reason, opts)
-		switch {
-		case noTable(err):
-			return nil, errNoLetters("retire")
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil, errors.New("there is no such letter in the database")
-		}
-		return r, err
-	})
+	err = operator.RetireFrom(ctx, stdout, stderr, letterstore.New(letters, ""), ids, *reason, opts)
 	if cerr := tr.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("retire: the fleet's trail: %w", libError{cerr}))
 	}

@@ -167,8 +167,9 @@ func TestHelperToolProcess(t *testing.T) {
 }
 
 // The tool's process is killed (SIGKILL) with its request on the wire. Its
-// letter stays leased until the lease ends, then is claimed again as
-// ambiguous: not sent again without -trust-key, and shown as ambiguous.
+// letter stays leased until the lease ends (another's to -all), then is
+// claimed again as ambiguous: -all leaves it, a run naming it is refused
+// without -trust-key, and show says it is ambiguous.
 func TestRedeliverKilledMidSendLeavesItsLetterAmbiguous(t *testing.T) {
 	dsn, pool := newDB(t)
 	f := newToolFunder(t, 0, http.StatusCreated, "key-0")
@@ -196,12 +197,17 @@ func TestRedeliverKilledMidSendLeavesItsLetterAmbiguous(t *testing.T) {
 	var stdout, errOut string
 	for deadline := time.Now().Add(10 * timeout); time.Now().Before(deadline); time.Sleep(timeout / 10) {
 		code, stdout, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-worker", "next", "-timeout", timeout.String())
-		if !strings.Contains(stdout, "left to other workers") {
+		if !strings.Contains(stdout, "another's: letter letter-0") {
 			break // claimed: the lease has ended
 		}
 	}
-	if code != exitFailure || !strings.Contains(errOut, "letter letter-0 not sent: an earlier redelivery of it was in flight when its lease ended or its worker died") {
-		t.Fatalf("redeliver after the kill: exit %d\n%s%s", code, stdout, errOut)
+	if code != exitOK || !strings.Contains(stdout, "ambiguous: letter letter-0: its last attempt may have been applied") ||
+		!strings.Contains(stdout, "  left, ambiguous: 1 (") {
+		t.Fatalf("redeliver -all after the kill: exit %d\n%s%s", code, stdout, errOut)
+	}
+	code, stdout, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "-worker", "next", "-timeout", timeout.String())
+	if code != exitFailure || !strings.Contains(errOut, "letter letter-0 not sent: its last attempt may have been applied") || !strings.Contains(errOut, "-trust-key") {
+		t.Fatalf("redeliver letter-0 after the kill: exit %d\n%s%s", code, stdout, errOut)
 	}
 	if n := f.counts()["key-0"]; n != 1 {
 		t.Fatalf("the letter received %d times, want 1", n)
@@ -280,13 +286,15 @@ func TestShowPrintsTheLetterAsFieldsAndItsBodyAsText(t *testing.T) {
 }
 
 // -dry-run prints what would be sent, with a -header-env header named by
-// its variable and never shown, and sends, claims and records nothing.
+// its variable and never shown, and a warning on an ambiguous letter
+// named; -all's leaves the ambiguous letter; neither sends, claims or
+// records anything.
 func TestRedeliverDryRunSendsNothingAndShowsNoHeaderEnvValue(t *testing.T) {
 	dsn, pool := newDB(t)
 	f := newToolFunder(t, 0, http.StatusCreated)
 	putLetters(t, pool, testLetter(f.srv.URL, 0, false), testLetter(f.srv.URL, 1, true))
 	t.Setenv("FLEET_TEST_TOKEN", "Bearer s3cret")
-	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-dry-run", "-header-env", "Authorization=FLEET_TEST_TOKEN")
+	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1", "-dry-run", "-header-env", "Authorization=FLEET_TEST_TOKEN")
 	if code != exitOK || strings.Contains(out+errOut, "s3cret") {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 	}
@@ -295,9 +303,19 @@ func TestRedeliverDryRunSendsNothingAndShowsNoHeaderEnvValue(t *testing.T) {
 		"  Authorization: [not shown: from $FLEET_TEST_TOKEN]\n",
 		"letter letter-1 (dry run: nothing sent)",
 		"  warning: its last attempt may have been applied: it is sent only with -trust-key\n",
+		"summary: 2 letters waiting, 2 selected, 2 planned\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run: want %q in\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-dry-run", "-header-env", "Authorization=FLEET_TEST_TOKEN")
+	if code != exitOK || strings.Contains(out+errOut, "s3cret") || strings.Contains(out, "letter letter-1 (dry run") {
+		t.Fatalf("dry run -all: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"letter letter-0 (dry run: nothing sent)", "ambiguous: letter letter-1: ", "summary: 2 letters waiting, 1 selected, 1 planned\n", "  left, ambiguous: 1 ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run -all: want %q in\n%s", want, out)
 		}
 	}
 	if seen := f.counts(); len(seen) != 0 {
@@ -334,8 +352,8 @@ func TestRedeliverFailurePrintsTheGrantretryPrefixOnce(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"grantretry-fleet: deadletter: letter letter-0 not redelivered: answered 400 Bad Request (failed_terminal after 1 attempt); it is released to be claimed again\n",
-		"grantretry-fleet: deadletter: letter letter-9 not sent: there is no such letter in the database\n",
+		"grantretry-fleet: deadletter: letter letter-0 not redelivered: answered 400 Bad Request (failed_terminal after 1 attempt); it stays in the database\n",
+		"grantretry-fleet: deadletter: letter letter-9 was not sent: there is no such letter in the database\n",
 		"grantretry-fleet: deadletter: 2 of 2 letters not redelivered\n",
 	} {
 		if !strings.Contains(errOut, want) {

@@ -97,7 +97,7 @@ func TestRedeliverDryRunRefusesANamedLateOrNotYetDueLetter(t *testing.T) {
 	} {
 		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-dry-run", tc.id)
 		if code != exitFailure || !strings.Contains(errOut, tc.why) || !strings.Contains(errOut, tc.flag) ||
-			!strings.Contains(errOut, "it stays waiting") || strings.Contains(out, "dry run") {
+			!strings.Contains(errOut, "; it stays in the database\n") || strings.Contains(out, "dry run") {
 			t.Errorf("dry run of %s: exit %d\nstdout %s\nstderr %s\nwant it refused: %q, and %s", tc.id, code, out, errOut, tc.why, tc.flag)
 		}
 		code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "-dry-run", tc.flag, tc.id)
