@@ -5,9 +5,9 @@
 //
 //	grantretry-fleet audit verify [-pg DSN] [LOCAL_TRAIL...]
 //	grantretry-fleet audit trace [-pg DSN] (-correlation ID | -submission ID | -key KEY)
-//	grantretry-fleet deadletter list [-pg DSN] [-json]
+//	grantretry-fleet deadletter list [-pg DSN] [-submission ID] [-json]
 //	grantretry-fleet deadletter show [-pg DSN] ID [-json | -body]
-//	grantretry-fleet deadletter redeliver [-pg DSN] (-all | ID...) [-header 'Name: value']... [-header-env Name=VAR]... [-trust-key] [-dry-run] [-timeout D] [-worker NAME]
+//	grantretry-fleet deadletter redeliver [-pg DSN] (ID... | -all | -submission ID) [-rate N/s] [-budget RETRIES] [-deadline D] [-concurrency N] [-worker NAME] [-include-refused] [-early] [-late] [-trust-key] [-header 'Name: value']... [-header-env Name=VAR]... [-rules FILE] [-dry-run] [-timeout D]
 //	grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT [-by NAME]
 //	grantretry-fleet deadletter drain [-pg DSN] DIR...
 //	grantretry-fleet schema (migrate | drop [-yes]) [-pg DSN]
@@ -16,7 +16,10 @@
 //
 // The DSN comes from -pg or GRANTRETRY_PG_DSN. Errors go to standard
 // error as "grantretry-fleet: <command>: ...". The exit status is 0 on
-// success, 1 when the command failed and 2 when it was called wrongly.
+// success, 1 when the command failed and 2 when it was called wrongly;
+// deadletter list, show, redeliver and retire run the operator's core
+// (internal/operator), as cmd/grantretry's do, and say their results, the
+// summary and the exit status of redeliver in the same words.
 package main
 
 import (
@@ -48,10 +51,14 @@ Commands:
                     and any local trail files given (the fallback of a
                     process that could not reach the database)
   audit trace       print every record of the calls that match a selector
-  deadletter list   list the letters waiting in the database
-  deadletter show   show one letter and, if redelivered, the record of it
+  deadletter list   list the letters waiting in the database, late ones
+                    first, then due ones, and what each last got
+  deadletter show   show one letter and, if redelivered or retired, the
+                    record of it
   deadletter redeliver
-                    claim each letter under a lease just before sending it again
+                    send letters again at a pace, each claimed under a
+                    lease just before it is sent; -all sends the letters
+                    that are due, not late, not refused and not ambiguous
   deadletter retire take letters out for good, with the reason on the record
                     and on the fleet's trail
   deadletter drain  move the letters of fallback directories into the database
