@@ -473,7 +473,8 @@ func TestListAndRedeliverNameTheSubmissionInTheSharedWords(t *testing.T) {
 // SIGINT mid-send stops the run after the letter in flight: its attempt
 // and the redelivery's disposition are in the fleet's trail, it is
 // released ambiguous (the funder has it), the letters not tried are named
-// and left waiting, and the command exits non-zero.
+// and left waiting, the summary says the run was stopped, and the command
+// exits 1.
 func TestRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
 	dsn, pool := newDB(t)
 	f := newToolFunder(t, 0, http.StatusCreated, "key-0")
@@ -503,7 +504,8 @@ func TestRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the command did not stop after SIGINT")
 	}
-	if r.code == exitOK || !strings.Contains(r.out, "not tried: letter letter-1") || !strings.Contains(r.errOut, "1 of them not tried") {
+	if r.code != exitFailure || !strings.Contains(r.out, "not tried: letter letter-1") || !strings.Contains(r.errOut, "stopped by interrupt (SIGINT): 2 of 2 letters not redelivered, 1 of them not tried") ||
+		!strings.HasSuffix(r.out, "  not tried: 1\n  stopped: interrupt (SIGINT); the letters not tried stay waiting\n") {
 		t.Fatalf("after SIGINT: exit %d\n%s%s", r.code, r.out, r.errOut)
 	}
 	if n := f.counts(); n["key-0"] != 1 || n["key-1"] != 0 {
