@@ -111,13 +111,14 @@ func TestDeadLetterRedeliverSaysTheSameWordsAsGrantretry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range wordsScenario(f.URL) {
+		scenario := wordsScenario(f.URL) // the same times in both stores
+		for _, l := range scenario {
 			if err := d.PutDeadLetter(context.Background(), l); err != nil {
 				t.Fatal(err)
 			}
 		}
 		dsn, pool := newDB(t)
-		putLetters(t, pool, wordsScenario(f.URL)...)
+		putLetters(t, pool, scenario...)
 
 		var rootOut, rootErr bytes.Buffer
 		cmd := exec.Command(bin, "deadletter", "redeliver", dir, "-all", "-budget", "0", "-trail", filepath.Join(base, "trail.jsonl"))
@@ -162,7 +163,7 @@ func TestDeadLetterRedeliverSaysTheSameWordsAsGrantretry(t *testing.T) {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, l := range wordsScenario(f.URL) {
+		for _, l := range scenario {
 			want := 0
 			if strings.Contains(l.ID, "delivered") || strings.Contains(l.ID, "unavailable") {
 				want = 2 // once by each tool
