@@ -109,8 +109,8 @@ func TestDeadLetterRedeliverNamesABadRulesFileAndSendsNothing(t *testing.T) {
 			}
 			_, stderr, code := runCmd(t, "deadletter", "redeliver", dir, "L-a", "-rules", rules)
 			want := "grantretry: deadletter: -rules: rules file " + rules + ": "
-			if code != exitFailure || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, c.want) {
-				t.Errorf("exit %d, stderr %q; want %d, starting %q and saying %q", code, stderr, exitFailure, want, c.want)
+			if code != exitUsage || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stderr %q; want %d (usage: nothing sent), starting %q and saying %q", code, stderr, exitUsage, want, c.want)
 			}
 			if n := strings.Count(stderr, "grantretry: "); n != 1 {
 				t.Errorf("stderr %q says \"grantretry: \" %d times, want once", stderr, n)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -277,10 +278,11 @@ type recordingDropper struct {
 	recorded []string // the Idempotency-Key of each request recorded
 	hold     bool
 	arrived  chan struct{}
+	release  chan struct{} // closed to let a held request end: its connection is dropped
 }
 
 func newRecordingDropper(t *testing.T, hold bool) *recordingDropper {
-	f := &recordingDropper{hold: hold, arrived: make(chan struct{}, 16)}
+	f := &recordingDropper{hold: hold, arrived: make(chan struct{}, 16), release: make(chan struct{})}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		f.mu.Lock()
@@ -288,8 +290,11 @@ func newRecordingDropper(t *testing.T, hold bool) *recordingDropper {
 		f.mu.Unlock()
 		f.arrived <- struct{}{}
 		if f.hold {
-			<-r.Context().Done()
-			return
+			select {
+			case <-f.release:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		conn, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
@@ -382,12 +387,20 @@ func readTrail(t *testing.T, path string) []trail.Record {
 	return recs
 }
 
-// SIGINT mid-send stops the run after the letter in flight: its attempt is
-// on the trail with the redelivery's disposition, the letter holds it and
-// is ambiguous (the funder has it), the letters not tried are named and
-// left as they were, and the command exits non-zero.
+// SIGINT mid-send stops the run after the letter in flight, which is let
+// finish (here the funder drops its connection once the signal has come)
+// and is recorded: its attempt is on the trail with the redelivery's
+// disposition, the letter holds it and is ambiguous (the funder may have
+// it), the letters not tried are named and left as they were, and the
+// command exits non-zero.
 func TestDeadLetterRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
 	f := newRecordingDropper(t, true)
+	released := false
+	defer func() {
+		if !released {
+			close(f.release)
+		}
+	}()
 	a := dlLetter("L-a", f.URL+"/v1/applications", dlBody)
 	b := dlLetter("L-b", f.URL+"/v1/applications", dlBody)
 	b.Created = b.Created.Add(time.Second)
@@ -401,7 +414,7 @@ func TestDeadLetterRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testi
 	done := make(chan result, 1)
 	go func() {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"deadletter", "redeliver", dir, "-all", "-trail", path}, &stdout, &stderr)
+		code := run([]string{"deadletter", "redeliver", dir, "-all", "-budget", "0", "-trail", path}, &stdout, &stderr)
 		done <- result{stdout.String(), stderr.String(), code}
 	}()
 	select {
@@ -409,9 +422,21 @@ func TestDeadLetterRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testi
 	case r := <-done:
 		t.Fatalf("the command ended before sending: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The test's own catch of SIGINT tells it the signal has come; the
+	// letter in flight ends only after that.
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGINT)
+	defer signal.Stop(caught)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-caught:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGINT did not come")
+	}
+	close(f.release)
+	released = true
 	var r result
 	select {
 	case r = <-done:

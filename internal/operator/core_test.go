@@ -83,12 +83,12 @@ func TestRedeliverFlagsCheckRefusesARunThatCannotBe(t *testing.T) {
 	}
 }
 
-func TestRedeliverFlagsCheckReadsRulesOrSaysWhyNot(t *testing.T) {
+func TestRedeliverFlagsCheckRefusesAnUnreadableRulesFileAsUsage(t *testing.T) {
 	f := parseRedeliver(t, "-all", "-rules", "/nonexistent/rules.json")
 	err := f.Check(nil)
 	var uerr UsageError
-	if err == nil || errors.As(err, &uerr) || !strings.HasPrefix(err.Error(), "-rules: ") || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Check with a missing -rules file: %v; want a failure, not a usage error, starting -rules:", err)
+	if !errors.As(err, &uerr) || !strings.HasPrefix(err.Error(), "-rules: rules file /nonexistent/rules.json: ") || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Check with a missing -rules file: %v; want a usage error (nothing sent) starting -rules:, without the library's prefix", err)
 	}
 }
 

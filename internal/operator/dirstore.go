@@ -49,6 +49,13 @@ func (s DirStore) Find(_ context.Context, id string) (Found, error) {
 		}
 		return Found{Letter: r.Letter, Retirement: r}, nil
 	}
+	if errors.Is(err, deadletter.ErrBadLetter) {
+		// A letter that does not read, or an id that no letter can have
+		// (Redelivered refuses it too, before it looks).
+		if _, _, rerr := s.Dir.Redelivered(id); errors.Is(rerr, deadletter.ErrBadLetter) {
+			return Found{}, noSuchID{err, s.Where()}
+		}
+	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return Found{}, err
 	}
@@ -85,6 +92,14 @@ func (s DirStore) Send(ctx context.Context, l *grantretry.Letter, client *http.C
 		return Sent{}, elsewhereError{fmt.Errorf("%w: letter %s not sent: another worker is redelivering it", deadletter.ErrInFlight, l.ID)}
 	}
 	defer sending.Delete(key)
+	if LeavesRefused(ctx) {
+		// Chosen from a listing: another run may have had it refused
+		// since.
+		cur, err := s.Dir.Get(l.ID)
+		if err == nil && deadletter.Refused(cur) {
+			return Sent{Letter: cur}, RefusedSinceListed(cur)
+		}
+	}
 	resp, err := s.Dir.Redeliver(ctx, client, l.ID, reconcile)
 	if errors.Is(err, deadletter.ErrInFlight) || errors.Is(err, fs.ErrNotExist) {
 		return Sent{}, elsewhereError{err}
@@ -100,7 +115,7 @@ func (s DirStore) Send(ctx context.Context, l *grantretry.Letter, client *http.C
 	}
 	rec.Time = time.Now().UTC()
 	if err := s.Dir.MarkRedelivered(l.ID, rec); err != nil {
-		return Sent{Letter: s.still(l.ID)}, fmt.Errorf("%s was %s, but could not be marked redelivered, and is marked in flight (ambiguous): %w", LetterName(l), Answer(rec), err)
+		return Sent{Record: rec, Letter: s.still(l.ID)}, NotRecorded(fmt.Errorf("%s was %s, but could not be marked redelivered, and is marked in flight (ambiguous): %w", LetterName(l), Answer(rec), err))
 	}
 	return Sent{Record: rec, Delivered: true}, nil
 }
@@ -142,3 +157,14 @@ type missing string
 
 func (e missing) Error() string        { return string(e) }
 func (e missing) Is(target error) bool { return target == fs.ErrNotExist }
+
+// noSuchID is the error about an id that no letter can have: err, the
+// directory's word on it, which it wraps; it matches fs.ErrNotExist.
+type noSuchID struct {
+	err   error
+	where string
+}
+
+func (e noSuchID) Error() string        { return e.err.Error() + ", so there is no such letter " + e.where }
+func (e noSuchID) Unwrap() error        { return e.err }
+func (e noSuchID) Is(target error) bool { return target == fs.ErrNotExist }

@@ -29,6 +29,9 @@ func ExitCode(err error) int {
 	return ExitFailure
 }
 
+// MaxLetterBound is the longest -deadline and -timeout: a day.
+const MaxLetterBound = 24 * time.Hour
+
 // DefaultTimeout is -timeout's default: the bound on each letter's
 // redelivery, retries included, when neither -timeout nor -deadline is
 // given.
@@ -91,8 +94,9 @@ func (f *RedeliverFlags) set(name string) bool {
 // Check returns a UsageError if the flags, with the letters ids named,
 // make no run: ids and a selection (-all, -submission) together or
 // neither, -early with a selection, a bad -header, or a -concurrency,
-// -budget, -deadline or -timeout out of range. Then it reads -rules into
-// Rules; an error doing so is not a UsageError, and starts "-rules: ".
+// -budget, -deadline or -timeout out of range (a -deadline or -timeout
+// at most MaxLetterBound). Then it reads -rules into Rules; an error doing
+// so is a UsageError too, and starts "-rules: ".
 func (f *RedeliverFlags) Check(ids []string) error {
 	selecting := f.All || f.Submission != ""
 	switch {
@@ -108,8 +112,12 @@ func (f *RedeliverFlags) Check(ids []string) error {
 		return UsageError{fmt.Errorf("-budget %d: want 0 or more retries", f.Budget)}
 	case f.Deadline <= 0:
 		return UsageError{fmt.Errorf("-deadline %v: want a positive duration", f.Deadline)}
+	case f.Deadline > MaxLetterBound:
+		return UsageError{fmt.Errorf("-deadline %v: want at most %v", f.Deadline, MaxLetterBound)}
 	case f.Timeout <= 0:
 		return UsageError{fmt.Errorf("-timeout %v: want a positive duration", f.Timeout)}
+	case f.Timeout > MaxLetterBound:
+		return UsageError{fmt.Errorf("-timeout %v: want at most %v", f.Timeout, MaxLetterBound)}
 	case f.set("deadline") && f.set("timeout") && f.Deadline > f.Timeout:
 		return UsageError{fmt.Errorf("-deadline %v is longer than -timeout %v, which bounds each letter's redelivery: give a -timeout at least as long, or leave it out", f.Deadline, f.Timeout)}
 	}
@@ -117,7 +125,7 @@ func (f *RedeliverFlags) Check(ids []string) error {
 	if f.RulesFile != "" {
 		rules, err := ReadRules(f.RulesFile)
 		if err != nil {
-			return fmt.Errorf("-rules: %w", err)
+			return UsageError{rulesFlagError{err}}
 		}
 		f.Rules = rules
 	}
@@ -134,3 +142,10 @@ func (f *RedeliverFlags) LetterTimeout() time.Duration {
 	}
 	return f.Timeout
 }
+
+// rulesFlagError is Check's error about the -rules file: "-rules: " and what
+// ReadRules said, without the library's prefix; it matches what it wraps.
+type rulesFlagError struct{ err error }
+
+func (e rulesFlagError) Error() string { return "-rules: " + DropLibraryPrefix(e.err.Error()) }
+func (e rulesFlagError) Unwrap() error { return e.err }

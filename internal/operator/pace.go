@@ -17,7 +17,8 @@ import (
 type Rate float64
 
 // ParseRate reads a -rate: "N/s", "N/m", "N/h", or a plain "N" per
-// second, N a number greater than zero ("200/s", "30/m", "0.5").
+// second, N a number greater than zero ("200/s", "30/m", "0.5"), at most
+// MaxRate a second and at least one send in time.Duration's longest span.
 func ParseRate(s string) (Rate, error) {
 	num, unit, hasUnit := strings.Cut(strings.TrimSpace(s), "/")
 	per := 1.0
@@ -39,8 +40,19 @@ func ParseRate(s string) (Rate, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("-rate %q: want more than zero sends", s)
 	}
-	return Rate(n / per), nil
+	r := n / per
+	switch {
+	case r > float64(MaxRate):
+		return 0, fmt.Errorf("-rate %q: want at most %g sends a second", s, float64(MaxRate))
+	case !(float64(time.Second)/r < math.MaxInt64):
+		return 0, fmt.Errorf("-rate %q: too slow: want at least one send in %v", s, time.Duration(math.MaxInt64).Round(time.Hour))
+	}
+	return Rate(r), nil
 }
+
+// MaxRate is the fastest -rate, a send a nanosecond: the pacer spaces
+// starts by whole nanoseconds.
+const MaxRate Rate = 1e9
 
 // String is the rate as sends per second ("" when there is none).
 func (r *Rate) String() string {

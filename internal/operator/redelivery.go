@@ -279,19 +279,23 @@ func Elsewhere(l *grantretry.Letter) string {
 
 // LastAnswer is l's last answer as list shows it: its status ("503"),
 // "422 refused" when the funder refused it (deadletter.Refused), its
-// error cut to 40 characters, or "-".
+// error without the library's "grantretry: " and cut to 40 characters,
+// or "-".
 func LastAnswer(l *grantretry.Letter) string {
 	switch {
 	case l.LastStatus != 0 && deadletter.Refused(l):
 		return strconv.Itoa(l.LastStatus) + " refused"
 	case l.LastStatus != 0:
 		return strconv.Itoa(l.LastStatus)
-	case l.LastError == "":
-		return "-"
-	case utf8.RuneCountInString(l.LastError) > 40:
-		return EscapeControl(string([]rune(l.LastError)[:37])) + "..."
 	}
-	return EscapeControl(l.LastError)
+	msg := DropLibraryPrefix(l.LastError)
+	switch {
+	case msg == "":
+		return "-"
+	case utf8.RuneCountInString(msg) > 40:
+		return EscapeControl(string([]rune(msg)[:37])) + "..."
+	}
+	return EscapeControl(msg)
 }
 
 // RetiredState says when a letter was retired, by whom and why: "retired

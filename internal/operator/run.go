@@ -94,6 +94,9 @@ func (r *Run) result() error {
 	}
 	notDone := s.NotDelivered + s.NotSent + s.NotTried
 	msg := fmt.Sprintf("%d of %s not redelivered", notDone, countNoun(s.Selected, "letter"))
+	if s.NotRecorded > 0 {
+		msg += fmt.Sprintf(", %d delivered but not recorded", s.NotRecorded)
+	}
 	if s.Stopped != "" {
 		return fmt.Errorf("stopped by %s: %s, %d of them not tried", s.Stopped, msg, s.NotTried)
 	}
@@ -249,7 +252,9 @@ func (r *Run) send(ctx context.Context, letters []*grantretry.Letter, now time.T
 					continue
 				}
 				if r.Flags.DryRun {
-					r.plan(l)
+					if !r.refuseNamedAmbiguous(l) {
+						r.plan(l)
+					}
 					continue
 				}
 				if pacer.Wait(ctx) != nil {
@@ -312,6 +317,20 @@ func (r *Run) refuseNamed(l *grantretry.Letter, now time.Time) bool {
 	return true
 }
 
+// refuseNamedAmbiguous refuses, in a dry run, a letter named that is
+// ambiguous and carries a key, unless -trust-key, as the store's send
+// refuses it in a real run; it reports whether it did.
+func (r *Run) refuseNamedAmbiguous(l *grantretry.Letter) bool {
+	if len(r.IDs) == 0 || r.Flags.TrustKey || !l.Ambiguous || l.IdempotencyKey == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reportLocked(NotSentAmbiguous(l, "", r.AskWith, r.where()))
+	r.sum.addNotSent("ambiguous")
+	return true
+}
+
 // plan prints the dry run's plan of l.
 func (r *Run) plan(l *grantretry.Letter) {
 	var b strings.Builder
@@ -331,9 +350,17 @@ func (r *Run) where() string { return "it stays " + r.Store.Where() }
 
 // one sends l and reports what came of it; it reports whether the send
 // ended circuit_open, so that the letters of its host are not begun.
+//
+// A stop (ctx ending) does not cut the send: once begun, a letter is sent
+// and its result recorded within its own bound (LetterTimeout), so that a
+// letter the funder took is not left ambiguous with no answer.
 func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) {
-	ctx, cancel := context.WithTimeout(ctx, r.Flags.LetterTimeout())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Flags.LetterTimeout())
 	defer cancel()
+	selecting := len(r.IDs) == 0
+	if selecting && !r.Flags.IncludeRefused {
+		ctx = LeaveRefused(ctx)
+	}
 	if r.Flags.Early {
 		ctx = deadletter.SendEarly(ctx)
 	}
@@ -348,8 +375,12 @@ func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.sum
-	selecting := len(r.IDs) == 0
 	switch {
+	case errors.Is(err, ErrNotRecorded):
+		s.Sent++
+		s.NotRecorded++
+		s.addDelivered("answered " + statusText(sent.Record.Status) + ", not recorded")
+		r.reportLocked(fmt.Errorf("%w; %s", err, where))
 	case err == nil && sent.Delivered:
 		s.Sent++
 		rec := sent.Record
@@ -368,6 +399,16 @@ func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) 
 		rec.Note = ""
 		s.addNotDelivered("answered " + statusText(rec.Status))
 		r.reportLocked(errors.New(NotRedelivered(l, rec, where)))
+		// The call that opened the host's breaker: the letters of the
+		// host not yet begun would meet it.
+		return rec.Disposition == grantretry.CircuitOpen
+	case errors.Is(err, ErrRefused) && selecting:
+		now := l
+		if sent.Letter != nil {
+			now = sent.Letter
+		}
+		fmt.Fprintln(r.Stdout, Refused(now))
+		s.LeftRefused++
 	case errors.Is(err, ErrElsewhere):
 		if selecting {
 			r.leftLocked(l, ErrElsewhere)
@@ -401,10 +442,13 @@ func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) 
 			r.reportLocked(NotSentLate(now, "-late", where))
 		}
 	case errors.Is(err, grantretry.ErrCircuitOpen):
-		s.Sent++
-		s.addNotDelivered("breaker open")
-		r.reportLocked(fmt.Errorf("%w; %s", err, where))
+		// Nothing left: the letter is not tried, as the rest of its host's.
+		fmt.Fprintln(r.Stdout, "not tried: "+LetterName(l)+": the funder's breaker for "+EscapeControl(letterHost(l))+" is open")
+		s.NotTried++
 		return true
+	case sentNothing(err):
+		s.addNotSent("cannot be sent")
+		r.reportLocked(fmt.Errorf("%s%w; %s", r.naming(l, err, "not sent"), err, where))
 	default:
 		s.Sent++
 		why := "no answer"
@@ -413,9 +457,29 @@ func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) 
 			why = "no answer: timeout"
 		}
 		s.addNotDelivered(why)
-		r.reportLocked(fmt.Errorf("%w; %s", err, where))
+		r.reportLocked(fmt.Errorf("%s%w; %s", r.naming(l, err, "not redelivered"), err, where))
 	}
 	return false
+}
+
+// naming is what goes before err on the line of l, so that the line
+// names it: "" when err names it, else its name and what, "letter ID
+// (submission S) not sent: ".
+func (r *Run) naming(l *grantretry.Letter, err error, what string) string {
+	if msg := err.Error(); strings.Contains(msg, "letter "+l.ID+" ") || strings.Contains(msg, "letter "+l.ID+":") {
+		return ""
+	}
+	return LetterName(l) + " " + what + ": "
+}
+
+// sentNothing reports whether err, a Send's, says that no request of the
+// letter left: a letter that cannot be sent (deadletter.ErrBadLetter),
+// one the client refused before sending (grantretry.ErrNotSent), or a
+// redelivering Transport's call that made no attempt.
+func sentNothing(err error) bool {
+	var gerr *grantretry.Error
+	return errors.Is(err, deadletter.ErrBadLetter) || errors.Is(err, grantretry.ErrNotSent) ||
+		errors.As(err, &gerr) && gerr.Attempts == 0
 }
 
 // statusText is "503 Service Unavailable", or the code alone.

@@ -82,3 +82,59 @@ type Sent struct {
 // because it is another's: another process or worker is sending it, holds
 // its lease, or redelivered or retired it since it was listed.
 var ErrElsewhere = errors.New("grantretry: the letter is another's: another process or worker holds it, or it left the waiting set")
+
+// ErrRefused matches the error of a Send under LeaveRefused that did not
+// send its letter because the funder refused it (deadletter.Refused)
+// since it was listed: nothing was sent, and Sent.Letter is the letter as
+// it waits.
+var ErrRefused = errors.New("grantretry: the funder refused the letter since it was listed")
+
+// ErrNotRecorded matches the error of a Send whose letter the funder took
+// (Sent.Record says how it answered) but which could not be recorded as
+// redelivered: the letter stays waiting, ambiguous, though the funder has
+// it.
+var ErrNotRecorded = errors.New("grantretry: the funder has the letter, but it could not be recorded as redelivered")
+
+// leaveRefusedKey is the context key of LeaveRefused.
+type leaveRefusedKey struct{}
+
+// LeaveRefused returns ctx for the Send of a letter chosen from a listing
+// (-all, -submission) that leaves refused letters: the Store reads the
+// letter again once it holds it (the directory's hold, the fleet's
+// claim), and, if the funder refused it since it was listed, sends
+// nothing and returns an error matching ErrRefused.
+func LeaveRefused(ctx context.Context) context.Context {
+	return context.WithValue(ctx, leaveRefusedKey{}, true)
+}
+
+// LeavesRefused reports whether ctx comes from LeaveRefused.
+func LeavesRefused(ctx context.Context) bool {
+	b, _ := ctx.Value(leaveRefusedKey{}).(bool)
+	return b
+}
+
+// refusedError is a Send's error about a letter left because the funder
+// refused it since it was listed: it matches ErrRefused.
+type refusedError struct{ l *grantretry.Letter }
+
+// RefusedSinceListed is the error of a Send under LeaveRefused that left
+// l, refused since it was listed: it names l and matches ErrRefused.
+func RefusedSinceListed(l *grantretry.Letter) error { return refusedError{l} }
+
+func (e refusedError) Error() string {
+	return "grantretry: " + LetterName(e.l) + " not sent: the funder refused it since it was listed: last answered " + LastAnswer(e.l)
+}
+
+func (e refusedError) Is(target error) bool { return target == ErrRefused }
+
+// notRecordedError is a Send's error about a letter the funder took that
+// could not be recorded: it matches ErrNotRecorded and what it wraps.
+type notRecordedError struct{ err error }
+
+// NotRecorded wraps err, the error of recording a letter the funder took,
+// so that it matches ErrNotRecorded.
+func NotRecorded(err error) error { return notRecordedError{err} }
+
+func (e notRecordedError) Error() string        { return e.err.Error() }
+func (e notRecordedError) Unwrap() error        { return e.err }
+func (e notRecordedError) Is(target error) bool { return target == ErrNotRecorded }

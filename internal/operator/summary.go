@@ -20,11 +20,12 @@ type Summary struct {
 	Sent     int  // letters handed to the redelivering client (planned, in a dry run)
 
 	Delivered      int            // the funder has them
-	DeliveredBy    map[string]int // by answer: "answered 201 Created", "reconciled", "already applied"
+	DeliveredBy    map[string]int // by answer: "answered 201 Created", "reconciled", "already applied", "answered 201 Created, not recorded"
+	NotRecorded    int            // of those delivered, the funder has them but they could not be recorded as redelivered
 	NotDelivered   int            // sent, and not delivered
-	NotDeliveredBy map[string]int // by answer: "answered 503 Service Unavailable", "no answer", "breaker open"
-	NotSent        int            // named letters refused, and letters that could not be read
-	NotSentBy      map[string]int // by why: "not due", "late", "ambiguous", "no such letter", "could not be read"
+	NotDeliveredBy map[string]int // by answer: "answered 503 Service Unavailable", "no answer"
+	NotSent        int            // named letters refused, letters that could not be read, and letters that cannot be sent
+	NotSentBy      map[string]int // by why: "not due", "late", "ambiguous", "no such letter", "could not be read", "cannot be sent"
 
 	LeftRefused   int       // -all's selection left them: the funder refused them
 	LeftNotDue    int       // not due yet
@@ -61,10 +62,10 @@ func addTo(m map[string]int, key string) map[string]int {
 }
 
 // Failed reports whether the run fails (exit status 1): a letter sent was
-// not delivered, a named letter was not sent, a letter could not be read,
-// or the run was stopped.
+// not delivered, or delivered and not recorded, a named letter was not
+// sent, a letter could not be read or sent, or the run was stopped.
 func (s *Summary) Failed() bool {
-	return s.NotDelivered > 0 || s.NotSent > 0 || s.Stopped != "" || s.NotTried > 0
+	return s.NotDelivered > 0 || s.NotRecorded > 0 || s.NotSent > 0 || s.Stopped != "" || s.NotTried > 0
 }
 
 // Write prints the summary: its first line, then one line for each count

@@ -74,6 +74,14 @@ func (s *store) Send(ctx context.Context, l *grantretry.Letter, client *http.Cli
 		return operator.Sent{}, s.notClaimed(ctx, l.ID)
 	}
 	c := claims[0]
+	if operator.LeavesRefused(ctx) && deadletter.Refused(c.Letter) {
+		// Refused since it was listed: the claim's letter is the
+		// database's. Nothing was sent under the claim, so its release
+		// leaves the letter as it was, not ambiguous.
+		// A release that fails leaves the claim to its lease's end.
+		err := s.l.Release(context.WithoutCancel(ctx), c)
+		return operator.Sent{Letter: c.Letter}, errors.Join(operator.RefusedSinceListed(c.Letter), err)
+	}
 	rec, err := s.l.Redeliver(fleet.NoteRedelivery(ctx, note), c, client, reconcile)
 	if err == nil {
 		return operator.Sent{Record: rec, Delivered: true}, nil
@@ -92,8 +100,8 @@ func (s *store) Send(ctx context.Context, l *grantretry.Letter, client *http.Cli
 		// The funder has it, but the letter could not be marked
 		// redelivered: it stays waiting, ambiguous when the next claim
 		// finds it.
-		return sent, fmt.Errorf("grantretry: fleet: letter %s was delivered (%s), but could not be marked redelivered: %w",
-			l.ID, operator.Answer(rec), err)
+		return sent, operator.NotRecorded(fmt.Errorf("grantretry: fleet: letter %s was delivered (%s), but could not be marked redelivered: %w",
+			l.ID, operator.Answer(rec), err))
 	}
 	// Answered and not delivered: what Redeliver wrote into the letter
 	// is in sent.Letter. Only a release that failed besides is an error.
