@@ -470,9 +470,9 @@ func TestListAndRedeliverNameTheSubmissionInTheSharedWords(t *testing.T) {
 	}
 }
 
-// SIGINT mid-send stops the run after the letter in flight: its attempt
-// and the redelivery's disposition are in the fleet's trail, it is
-// released ambiguous (the funder has it), the letters not tried are named
+// SIGINT mid-send stops the run after the letter in flight, which ends
+// at its own bound: its attempt and the redelivery's disposition are in
+// the fleet's trail, it is released ambiguous (the funder may have it), the letters not tried are named
 // and left waiting, the summary says the run was stopped, and the command
 // exits 1.
 func TestRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
@@ -487,7 +487,10 @@ func TestRedeliverInterruptedMidSendRecordsTheAttemptInFlight(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1")
+		// The funder holds letter-0 without an answer: the run lets the
+		// send in flight end at its own bound (-deadline, no retry) and
+		// records it, then begins no other.
+		code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-deadline", "2s", "-budget", "0", "letter-0", "letter-1")
 		done <- result{code, out, errOut}
 	}()
 	select {
