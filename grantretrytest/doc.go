@@ -18,19 +18,21 @@
 // # Zero-time tests with testing/synctest
 //
 // grantretry waits on time.Timer between attempts, and so does a Funder's
-// delay, so a test run in a testing/synctest bubble passes the default
+// delay, so a test run in a [testing/synctest] bubble passes the default
 // backoff, attempt timeouts and deadlines in no wall time: the bubble's
 // clock jumps whenever every goroutine in it is blocked. A call of five
-// attempts under the default policy, four 503s and a 200, takes under
-// 100 ms of wall time while the bubble's clock moves seconds, without a
-// fake [github.com/grantretry/grantretry.Clock] and without changing the
+// attempts under the default policy, four 503s and a 201, takes under
+// 100 ms of wall time while the bubble's clock moves seconds (measured
+// over 20 runs under the race detector: 0.9 s to 5.8 s on the bubble's
+// clock, in 1 ms to 11 ms of wall time), without a fake
+// [github.com/grantretry/grantretry.Clock] and without changing the
 // policy the pipeline runs in production:
 //
 //	func TestSubmitRetriesThrough503s(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {
-//			f := grantretrytest.NewFunder(
-//				slices.Concat(slices.Repeat([]grantretrytest.Answer{grantretrytest.Reply(503, "")}, 4),
-//					[]grantretrytest.Answer{grantretrytest.Reply(201, `{"reference":"FND-0001"}`)})...)
+//			f := grantretrytest.NewFunder(slices.Concat(
+//				slices.Repeat([]grantretrytest.Answer{grantretrytest.Reply(503, "busy")}, 4),
+//				[]grantretrytest.Answer{grantretrytest.Reply(201, `{"reference":"FND-0001"}`)})...)
 //			client := &http.Client{Transport: grantretry.New(f)}
 //			// ... the pipeline's own call through client ...
 //			if got := len(f.Requests()); got != 5 {
@@ -39,19 +41,23 @@
 //		})
 //	}
 //
-// synctest.Test needs the test's *testing.T, so an Example function cannot
-// run in a bubble: the package's Examples skip the waits with a Clock
-// instead, and its test TestFiveAttemptCallInASynctestBubbleTakesNoWallTime
-// runs the same code in a bubble.
+// Create the Funder, the grantretry Transport and the http.Client inside
+// the bubble, so that their timers belong to it.
+//
+// [testing/synctest.Test] needs the test's *testing.T, so an Example
+// function cannot run in a bubble: the package's Examples skip the waits
+// with a Clock instead, and its test
+// TestFiveAttemptCallInASynctestBubbleTakesNoWallTime runs the same call
+// in a bubble.
 //
 // What works in a bubble is an inner transport that never touches the
 // network: a Funder, or httpmock's MockTransport. What does not is a real
-// socket, a server from net/http/httptest included: a goroutine reading a
-// socket is not durably blocked, so while a kept-alive connection of the
-// bubble's waits to be read the bubble's clock never moves, and the
-// backoff's first wait never ends; the test hangs until the test binary's
-// -timeout. Create the Funder, the grantretry Transport and the
-// http.Client inside the bubble, so that their timers belong to it.
+// socket, a server from [net/http/httptest] included. A goroutine reading
+// a socket is not durably blocked, and while one waits the bubble's clock
+// stands still: net/http keeps one reading each kept-alive connection, so
+// the first backoff wait never ends and the test hangs until the test
+// binary's -timeout; and with keep-alives off, an attempt timeout or a
+// deadline never cuts a socket read short.
 //
 // docs/testing.md in the repository has the measured numbers and more
 // recipes.

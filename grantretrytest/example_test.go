@@ -13,6 +13,7 @@ import (
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/grantretrytest"
+	"github.com/grantretry/grantretry/grantsgov"
 )
 
 // submit is a pipeline's own code: it posts an application through client
@@ -111,10 +112,26 @@ func Example_synctest() {
 	// Output: FND-0001 succeeded after 5 attempts; the funder got 5
 }
 
-// A Grants.gov S2S fault, read by grantsgov.ClassifyFault as the service's
-// generic server error: a 500 that is worth retrying.
+// A Grants.gov S2S client under grantsgov.ClassifyFault: the service's
+// generic server error is an outage, retried; a schema-validation failure
+// is a refusal, which no resend can change. Both are 500s with the fault
+// code soap:Server, as the service sends every fault.
 func ExampleSOAPFault() {
-	a := grantretrytest.SOAPFault("Server error has occurred")
-	fmt.Println(a.Status, a.Header.Get("Content-Type")[:len("multipart/related")])
-	// Output: 500 multipart/related
+	f := grantretrytest.NewFunder(
+		grantretrytest.SOAPFault("Server error has occurred"),
+		grantretrytest.SOAPFault("Failed to validate request. cvc-complex-type.2.4.a: Invalid content was found."),
+	)
+	client := &http.Client{Transport: grantretry.New(f,
+		grantretry.WithClassifier(grantsgov.ClassifyFault), grantretry.WithClock(noWait{}))}
+	req, _ := http.NewRequest(http.MethodPost, "https://ws07.grants.gov/grantsws-applicant/services/v2/ApplicantWebServicesSoapPort",
+		strings.NewReader("<soap:Envelope/>"))
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	out, _ := grantretry.OutcomeOf(resp)
+	fmt.Println(out.Disposition, "after", out.Attempts, "attempts:", out.Reason)
+	// Output: failed_terminal after 2 attempts: terminal:500;grantsgov:validation
 }

@@ -44,8 +44,8 @@ const StatusScriptRanOut = http.StatusNotImplemented
 // net/http/httptrace, as no in-memory transport does, so grantretry reads
 // a failed attempt by its error alone.
 //
-// A Funder is safe for concurrent use. Requests are answered in the order
-// RoundTrip is entered.
+// A Funder is safe for concurrent use: concurrent requests take the
+// script's answers in the order they reach it, one answer each.
 type Funder struct {
 	mu      sync.Mutex
 	script  []Answer  // never changed after NewFunder

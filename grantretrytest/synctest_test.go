@@ -5,7 +5,6 @@ package grantretrytest_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -95,7 +94,7 @@ func TestDelayEndsWhenTheCallersContextDoes(t *testing.T) {
 		defer cancel()
 		t0 := time.Now()
 		_, out, err := submit(ctx, client, "https://funder.example/v1/applications", `{}`)
-		if err == nil || !strings.Contains(out.Reason, "deadline") {
+		if err == nil || out.Reason != "transport:deadline" {
 			t.Fatalf("got %v, reason %q; want the caller's deadline", err, out.Reason)
 		}
 		if d := time.Since(t0); d != 3*time.Second {
