@@ -21,7 +21,8 @@ import (
 )
 
 const classifySynopsis = `Usage: grantretry classify [-status N] [-header 'Name: value']... [-headers FILE]
-                          [-rules FILE] [-classifier none|soap|grantsgov] [-retries N] [-deadline D] FILE
+                          [-rules FILE] [-classifier none|soap|grantsgov] [-retries N] [-deadline D]
+                          [-now TIME] FILE
 
 Prints what grantretry does with a captured answer of a funder: the
 verdict, whether the call retries it and after what waits, whether it is
@@ -38,7 +39,9 @@ the same classifier and budget: the classifier chosen, then the limits
 every Transport reads (grantretry.ClassifyLimits), then the status sets.
 Its funder answers every attempt with the same answer, as one that keeps
 failing would, and its clock does not sleep: the waits are printed, never
-slept. -classifier none is a Transport without WithClassifier. -rules
+slept. The call is made at -now (RFC 3339; default the present): give the
+time the answer was captured, so that a Retry-After date in it is read
+against that time, as the pipeline read it. -classifier none is a Transport without WithClassifier. -rules
 reads a funder's own rules (grantretry.Rule) as JSON, checks them with
 grantretry.CheckRules, and asks them first, as
 ClassifyFirst(ClassifyRules(rules...), classifier) does:
@@ -56,6 +59,7 @@ type classifyFlags struct {
 	classifier string
 	retries    int
 	deadline   time.Duration
+	now        time.Time
 }
 
 // runClassify is "grantretry classify".
@@ -69,6 +73,14 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 	fs.StringVar(&f.classifier, "classifier", "none", "the WithClassifier function: none, soap (ClassifySOAPFault) or grantsgov (grantsgov.ClassifyFault)")
 	fs.IntVar(&f.retries, "retries", grantretry.DefaultMaxRetries, "the budget's retries, as WithBudget")
 	fs.DurationVar(&f.deadline, "deadline", grantretry.DefaultDeadline, "the budget's deadline, as WithBudget")
+	fs.Func("now", "when the call is made, RFC 3339, such as when the answer was captured (default the present)", func(s string) error {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return errors.New("want an RFC 3339 time, such as 2026-12-04T18:00:00Z")
+		}
+		f.now = t
+		return nil
+	})
 	if err := parseFlagsAndArgs(fs, args, classifySynopsis, stdout); err != nil {
 		return err
 	}
@@ -109,7 +121,10 @@ func runClassify(args []string, stdout, _ io.Writer) error {
 	if a.body, err = readBody(fs.Arg(0)); err != nil {
 		return err
 	}
-	r, err := a.run(fn, f.retries, f.deadline)
+	if f.now.IsZero() {
+		f.now = time.Now()
+	}
+	r, err := a.run(fn, f.retries, f.deadline, f.now)
 	if err != nil {
 		return err
 	}
@@ -253,8 +268,8 @@ type verdict struct {
 
 // run sends one call through a Transport whose funder gives the answer
 // every time, and reports how it went.
-func (a *answer) run(fn grantretry.ClassifyFunc, retries int, deadline time.Duration) (verdict, error) {
-	clock := &stillClock{now: time.Now()}
+func (a *answer) run(fn grantretry.ClassifyFunc, retries int, deadline time.Duration, now time.Time) (verdict, error) {
+	clock := &stillClock{now: now}
 	v := verdict{status: a.status, assumed: a.assumed, size: len(a.body), start: clock.now}
 	opts := []grantretry.Option{grantretry.WithClock(clock), grantretry.WithBudget(retries, deadline)}
 	if fn != nil {

@@ -32,7 +32,7 @@ func TestClassifyPrintsWhatTheTransportDoes(t *testing.T) {
 			[]string{"verdict:     owed:429;aws:LimitExceededException", "retried:     no", "owed:        yes, the funder did not say until when", "ends:        dead_letter (owed_later) after 1 attempt"}},
 		{"aws throttle", []string{"-status", "429", "-header", "x-amzn-ErrorType: TooManyRequestsException", filepath.Join(limits, "aws-apigateway-throttle.body")},
 			[]string{"verdict:     transient:429;aws:TooManyRequestsException", "retried:     yes, 4 times, after ", "ends:        dead_letter (retries_exhausted) after 5 attempts"}},
-		{"sam.gov daily quota", []string{"-status", "429", "-headers", filepath.Join(limits, "samgov-quota.headers"), filepath.Join(limits, "samgov-quota.body")},
+		{"sam.gov daily quota", []string{"-now", "2026-12-04T18:00:00Z", "-status", "429", "-headers", filepath.Join(limits, "samgov-quota.headers"), filepath.Join(limits, "samgov-quota.body")},
 			[]string{"verdict:     owed:429;retry_after", "owed:        yes, not before 2026-12-05T00:00:00Z"}},
 		{"salesforce daily limit", []string{"-status", "403", filepath.Join(limits, "salesforce-rest-total-requests.body")},
 			[]string{"verdict:     owed:403;salesforce:REQUEST_LIMIT_EXCEEDED", "meaning:     not refused: the funder takes the same request later"}},
