@@ -294,7 +294,14 @@ func TestRedeliverDryRunSendsNothingAndShowsNoHeaderEnvValue(t *testing.T) {
 	f := newToolFunder(t, 0, http.StatusCreated)
 	putLetters(t, pool, testLetter(f.srv.URL, 0, false), testLetter(f.srv.URL, 1, true))
 	t.Setenv("FLEET_TEST_TOKEN", "Bearer s3cret")
+	// Named without -trust-key, the ambiguous letter is refused, as the
+	// real run refuses it.
 	code, out, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1", "-dry-run", "-header-env", "Authorization=FLEET_TEST_TOKEN")
+	if code != exitFailure || strings.Contains(out+errOut, "s3cret") || !strings.Contains(errOut, "letter letter-1 not sent: its last attempt may have been applied") ||
+		!strings.Contains(out, "summary: 2 letters waiting, 2 selected, 1 planned\n") {
+		t.Fatalf("dry run without -trust-key: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("deadletter", "redeliver", "-pg", dsn, "letter-0", "letter-1", "-dry-run", "-trust-key", "-header-env", "Authorization=FLEET_TEST_TOKEN")
 	if code != exitOK || strings.Contains(out+errOut, "s3cret") {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 	}

@@ -81,8 +81,8 @@ func TestRedeliverNamesABadRulesFileAndSendsNothing(t *testing.T) {
 			}
 			code, _, errOut := runCLI("deadletter", "redeliver", "-pg", dsn, "-all", "-rules", rules)
 			want := "grantretry-fleet: deadletter: redeliver: -rules: rules file " + rules + ": "
-			if code != exitFailure || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, c.want) {
-				t.Errorf("exit %d, stderr %q; want %d, starting %q and saying %q", code, errOut, exitFailure, want, c.want)
+			if code != exitUsage || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, stderr %q; want %d, starting %q and saying %q", code, errOut, exitUsage, want, c.want)
 			}
 			if strings.Contains(errOut, "grantretry: ") {
 				t.Errorf("stderr %q quotes the library's prefix", errOut)
