@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -193,7 +194,8 @@ func attemptReasons(logs *observer.ObservedLogs) []string {
 // request. net/http reports the refusal to the Transport only in an
 // error's text, the same way it reports a stream the funder reset with
 // PROTOCOL_ERROR, which may have been processed: so the attempt is taken
-// as a drop after the request was written, and the call stays ambiguous.
+// as a drop after the request was written: the call stays ambiguous, and
+// a reconciler is asked before the resend.
 func TestHTTP2RefusedStreamIsSentAgainAndProcessedOnce(t *testing.T) {
 	for _, refusal := range []struct {
 		name string
@@ -203,29 +205,46 @@ func TestHTTP2RefusedStreamIsSentAgainAndProcessedOnce(t *testing.T) {
 		{"GOAWAY below the stream", h2GoawayBefore},
 	} {
 		for _, tc := range h2Cases {
-			t.Run(refusal.name+", "+tc.name, func(t *testing.T) {
-				s := newH2Setup(t, tc.overTLS, h2Reply{step: refusal.step}, h2Reply{step: h2Answer, status: http.StatusCreated})
-				tr, logs := observedTransport(s.inner)
-				resp, err := tr.RoundTrip(postSubmission(t, s.url, tc.body))
-				if err != nil {
-					t.Fatal(err)
+			for _, reconciled := range []bool{false, true} {
+				name := refusal.name + ", " + tc.name
+				if reconciled {
+					name += ", reconciler"
 				}
-				defer resp.Body.Close()
-				o := mustOutcome(t, resp)
-				streams, processed, _ := s.f.counts()
-				if resp.StatusCode != http.StatusCreated || resp.Proto != "HTTP/2.0" || o.Attempts != 2 {
-					t.Fatalf("%d over %s after %d attempts, want 201 over HTTP/2.0 after 2", resp.StatusCode, resp.Proto, o.Attempts)
-				}
-				if streams != o.Attempts || processed != 1 {
-					t.Errorf("the funder received %d streams and processed %d requests, want one stream per attempt (%d) and 1 processed", streams, processed, o.Attempts)
-				}
-				if r := attemptReasons(logs); len(r) != 2 || r[1] != "ok:201" {
-					t.Errorf("attempt lines' reasons %q, want two, the last ok:201", r)
-				}
-				if !o.Ambiguous {
-					t.Errorf("not ambiguous: a Transport that tells a refusal from a PROTOCOL_ERROR reset must say how, here and in docs/exactly-once.md")
-				}
-			})
+				t.Run(name, func(t *testing.T) {
+					s := newH2Setup(t, tc.overTLS, h2Reply{step: refusal.step}, h2Reply{step: h2Answer, status: http.StatusCreated})
+					var asked atomic.Int32
+					var opts []Option
+					if reconciled {
+						opts = append(opts, WithReconciler(func(context.Context, ReconcileQuery) (*http.Response, error) {
+							asked.Add(1)
+							return nil, nil // not recorded
+						}))
+					}
+					tr, logs := observedTransport(s.inner, opts...)
+					resp, err := tr.RoundTrip(postSubmission(t, s.url, tc.body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer resp.Body.Close()
+					o := mustOutcome(t, resp)
+					streams, processed, _ := s.f.counts()
+					if resp.StatusCode != http.StatusCreated || resp.Proto != "HTTP/2.0" || o.Attempts != 2 {
+						t.Fatalf("%d over %s after %d attempts, want 201 over HTTP/2.0 after 2", resp.StatusCode, resp.Proto, o.Attempts)
+					}
+					if streams != o.Attempts || processed != 1 {
+						t.Errorf("the funder received %d streams and processed %d requests, want one stream per attempt (%d) and 1 processed", streams, processed, o.Attempts)
+					}
+					if r := attemptReasons(logs); len(r) != 2 || r[1] != "ok:201" {
+						t.Errorf("attempt lines' reasons %q, want two, the last ok:201", r)
+					}
+					switch {
+					case reconciled && (o.Reconciles != 1 || asked.Load() != 1 || o.Ambiguous):
+						t.Errorf("%d reconciles, asked %d times, ambiguous %v: want 1, 1 and false after its answer", o.Reconciles, asked.Load(), o.Ambiguous)
+					case !reconciled && !o.Ambiguous:
+						t.Errorf("not ambiguous: a Transport that tells a refusal from a PROTOCOL_ERROR reset must say how, here and in docs/exactly-once.md")
+					}
+				})
+			}
 		}
 	}
 }
