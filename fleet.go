@@ -372,7 +372,7 @@ func (c *call) logFleetChanges() {
 		if !c.t.auditing(zap.WarnLevel) {
 			continue
 		}
-		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
+		err := c.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
 			zap.String(FieldBreaker, c.host.key),
 			zap.String(FieldBreakerFrom, ch.From.String()),
 			zap.String(FieldBreakerTo, ch.To.String()),

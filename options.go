@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -46,6 +47,7 @@ type config struct {
 	tokenRatio     float64
 	refill         time.Duration
 	log            *zap.Logger
+	slog           *slog.Logger // nil: no slog logger (WithSlog)
 	sets           statusSets
 	clock          Clock
 	rand           randSource
