@@ -141,7 +141,9 @@ func ForHost(host string, opts ...Option) Option {
 			if o == nil {
 				continue
 			}
-			if _, ok := o.(policyOption); !ok {
+			switch o.(type) {
+			case policyOption, hostOption:
+			default:
 				c.invalid("ForHost(%q): option %d is not part of the retry policy, and cannot be set per host", host, i+1)
 				return
 			}
