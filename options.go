@@ -234,6 +234,7 @@ func WithoutRetryThrottle() Option {
 // written past the samplers of l's core (zap.NewProductionConfig samples),
 // and l is an invalid option if its core holds one grantretry cannot reach
 // past (docs/audit-lines.md says which). l's own lines keep their sampling.
+// [WithSlog] sends the same lines to a log/slog logger, with or without l.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {

@@ -261,7 +261,8 @@ type call struct {
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
-//     caller's context. A wait that would end at or after the deadline is
+//     caller's context. [WithCallOptions] sets them, and the rest of the
+//     retry policy, for one call. A wait that would end at or after the deadline is
 //     not slept: the call ends at once as DeadLetter, so a Retry-After of
 //     hours cannot park a worker.
 //   - Throttle. One retry token bucket per funder host, shared by every
@@ -274,7 +275,8 @@ type call struct {
 //     counting transient failures only. While it is open, calls to that
 //     host end at once as CircuitOpen, without sending or spending budget.
 //   - Audit. Each attempt and each disposition is one structured zap line
-//     (see the Msg* and Field* constants); bodies, credentials, user info
+//     (see the Msg* and Field* constants), and one slog record with
+//     [WithSlog]; bodies, credentials, user info
 //     and query strings are never logged. WithAuditTrail also writes every
 //     record to an AuditSink, synced at every disposition before RoundTrip
 //     returns; a Transport whose sink has failed sends nothing more. The
