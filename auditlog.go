@@ -279,7 +279,7 @@ func dropsRepeats(core zapcore.Core, name string) bool {
 // auditing reports whether an audit line at level goes anywhere: to the
 // trail, or to a logger that is enabled at level.
 func (t *Transport) auditing(level zapcore.Level) bool {
-	return t.cfg.trailCore != nil || t.log.Core().Enabled(level)
+	return t.cfg.trailCore != nil || t.log.Core().Enabled(level) || t.slogEnabled(level)
 }
 
 // trailErr is the audit sink's failure, nil if it has none or there is no
@@ -300,15 +300,26 @@ func sinkErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrAuditTrail, err)
 }
 
-// audit writes one audit line to the logger and to the trail, and returns
-// the trail's error: the logger's are zap's to handle, the trail's are the
-// caller's to know.
-func (t *Transport) audit(level zapcore.Level, msg string, fields []zapcore.Field) error {
+// audit writes one audit line of the call to the loggers and to the
+// trail (see Transport.audit).
+func (c *call) audit(level zapcore.Level, msg string, fields []zapcore.Field) error {
+	ctx := c.ctx
+	if ctx == nil && c.req != nil {
+		ctx = c.req.Context()
+	}
+	return c.t.audit(ctx, level, msg, fields)
+}
+
+// audit writes one audit line to the loggers and to the trail, and returns
+// the trail's error: the loggers' are theirs to handle, the trail's are
+// the caller's to know. ctx, the call's, goes to the slog handler.
+func (t *Transport) audit(ctx context.Context, level zapcore.Level, msg string, fields []zapcore.Field) error {
 	ce := t.log.Check(level, msg)
 	if ce != nil {
 		ce.Write(fields...)
 	}
-	if t.met != nil && (ce != nil || t.cfg.trailCore != nil) {
+	slogged := t.writeSlog(ctx, level, msg, fields)
+	if t.met != nil && (ce != nil || slogged || t.cfg.trailCore != nil) {
 		t.met.auditRecords.Add(context.Background(), 1, metric.WithAttributes(keyAuditMessage.String(msg)))
 	}
 	if t.cfg.trailCore == nil {
@@ -511,7 +522,7 @@ func (c *call) logAttempt(a attemptRecord) {
 		l.errText = capText(c.scrub(a.err))
 	}
 	l.field[0] = zap.Inline(l)
-	if err := c.t.audit(zap.InfoLevel, MsgAttempt, l.field[:]); err != nil {
+	if err := c.audit(zap.InfoLevel, MsgAttempt, l.field[:]); err != nil {
 		c.trailFailed(err)
 	}
 }
@@ -543,7 +554,7 @@ func (c *call) logDisposition(cause error) {
 		l.recordErr = capText(o.RecordErr.Error()) // scrubbed as it was recorded
 	}
 	l.field[0] = zap.Inline(l)
-	err := c.t.audit(level, MsgDisposition, l.field[:])
+	err := c.audit(level, MsgDisposition, l.field[:])
 	if err == nil && c.t.cfg.trail != nil {
 		// The caller learns the disposition only once it is on disk.
 		err = c.syncTrail()
@@ -579,7 +590,7 @@ func (c *call) logBreakerChanges() {
 		if !c.t.auditing(zap.WarnLevel) {
 			continue
 		}
-		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
+		err := c.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
 			zap.String(FieldBreaker, hb.host),
 			zap.String(FieldBreakerFrom, breakerState(ch.from)),
 			zap.String(FieldBreakerTo, breakerState(ch.to)),

@@ -25,7 +25,7 @@ const (
 	StopReconciled      = "reconciled"                  // the reconciler said the funder has the submission
 	StopAlreadyApplied  = "already_applied"             // the funder answered that an earlier, ambiguous attempt of the call or of its dead letter was applied (Classification.Applied): a success
 	StopUnreconciled    = "reconcile_unanswered"        // the last attempt was ambiguous, and the reconciler never told whether the funder has it
-	StopInvalidOption   = "invalid_option"              // the Transport was built with an invalid option (see Transport.Err), so nothing was sent
+	StopInvalidOption   = "invalid_option"              // the Transport was built with an invalid option (see Transport.Err), or the call given one (WithCallOptions), so nothing was sent
 )
 
 // callBudget is the retry budget of one logical call. It belongs to one

@@ -256,8 +256,13 @@ func noDone(error) {}
 
 // allow asks the fleet, then the local breaker, for one attempt.
 func (c *call) allow() (done func(error), probe bool, err error) {
+	if !c.pol.breakerOn {
+		// The host has no breaker, or the call is left out of it
+		// (WithCallOptions).
+		return noDone, false, nil
+	}
 	fh := c.host.fleet
-	if fh == nil || !c.host.cfg.breakerOn {
+	if fh == nil {
 		return c.host.breaker.allow()
 	}
 	switch st := fh.State(); st {
@@ -372,7 +377,7 @@ func (c *call) logFleetChanges() {
 		if !c.t.auditing(zap.WarnLevel) {
 			continue
 		}
-		err := c.t.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
+		err := c.audit(zap.WarnLevel, MsgBreaker, []zapcore.Field{
 			zap.String(FieldBreaker, c.host.key),
 			zap.String(FieldBreakerFrom, ch.From.String()),
 			zap.String(FieldBreakerTo, ch.To.String()),
@@ -390,7 +395,10 @@ func (c *call) logFleetChanges() {
 // says, and a retry must not be refused for it. A fleet's open breaker is
 // fleetStop's to report.
 func (c *call) breakerRefuses() bool {
-	if fh := c.host.fleet; fh != nil && c.host.cfg.breakerOn && fh.State() == FleetClosed {
+	if !c.pol.breakerOn {
+		return false
+	}
+	if fh := c.host.fleet; fh != nil && fh.State() == FleetClosed {
 		return false
 	}
 	return c.host.breaker.isOpen()
@@ -421,8 +429,8 @@ func (c *call) fleetVerdict(resp *http.Response, v Classification, brk error) {
 		return
 	}
 	f := FleetFailure{
-		CallFailed: brk == errBreakerFailure && c.host.cfg.breakerOn,
-		Retryable:  v.Retryable && v.charged() && c.host.cfg.throttleOn,
+		CallFailed: brk == errBreakerFailure && c.pol.breakerOn,
+		Retryable:  v.Retryable && v.charged() && c.pol.throttleOn,
 	}
 	if !f.CallFailed && !f.Retryable {
 		if ok {
@@ -459,7 +467,7 @@ func (c *call) abandonFleetProbe() {
 func (c *call) fleetStop(local bool) (stop string, disp Disposition) {
 	fh := c.host.fleet
 	switch {
-	case fh != nil && c.host.cfg.breakerOn && fh.State() == FleetOpen:
+	case fh != nil && c.pol.breakerOn && fh.State() == FleetOpen:
 		return StopCircuitOpen, CircuitOpen
 	case fh != nil && c.fleet.answered:
 		local = c.fleet.allowed

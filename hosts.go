@@ -129,7 +129,8 @@ func (hs *hostState) atRest(now time.Time) bool {
 // WithBreaker, WithBreakerProbe, WithoutBreaker, WithRetryThrottle,
 // WithThrottleRefill and WithoutRetryThrottle. Any other, an invalid one,
 // or a host that is not a host name, an IP address or host:port makes the
-// Transport invalid like any invalid option.
+// Transport invalid like any invalid option. [WithCallOptions] sets the
+// policy of one call, over its host's.
 func ForHost(host string, opts ...Option) Option {
 	return optionFunc(func(c *config) {
 		r, err := parseHostRule(host)
@@ -141,7 +142,9 @@ func ForHost(host string, opts ...Option) Option {
 			if o == nil {
 				continue
 			}
-			if _, ok := o.(policyOption); !ok {
+			switch o.(type) {
+			case policyOption, hostOption:
+			default:
 				c.invalid("ForHost(%q): option %d is not part of the retry policy, and cannot be set per host", host, i+1)
 				return
 			}

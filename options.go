@@ -2,6 +2,7 @@ package grantretry
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -25,10 +26,17 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // policyOption is an option of the retry policy: one that ForHost may set
-// for one host.
+// for one host, and WithCallOptions for one call.
 type policyOption func(*config)
 
 func (f policyOption) apply(c *config) { f(c) }
+
+// hostOption is an option of the retry policy that shapes state every call
+// to a host shares, its circuit breaker or its retry throttle: ForHost may
+// set it for one host, but no call can set it for itself.
+type hostOption func(*config)
+
+func (f hostOption) apply(c *config) { f(c) }
 
 // config is everything New assembles. It is copied into the Transport and
 // never written again.
@@ -46,6 +54,7 @@ type config struct {
 	tokenRatio     float64
 	refill         time.Duration
 	log            *zap.Logger
+	slog           *slog.Logger // nil: no slog logger (WithSlog)
 	sets           statusSets
 	clock          Clock
 	rand           randSource
@@ -140,7 +149,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 // longer than cooldown. Defaults DefaultBreakerThreshold and
 // DefaultBreakerCooldown. threshold and cooldown must be positive.
 func WithBreaker(threshold uint32, cooldown time.Duration) Option {
-	return policyOption(func(c *config) {
+	return hostOption(func(c *config) {
 		if threshold == 0 || cooldown <= 0 {
 			c.invalid("WithBreaker(%d, %v): want threshold > 0 and cooldown > 0", threshold, cooldown)
 			return
@@ -155,7 +164,7 @@ func WithBreaker(threshold uint32, cooldown time.Duration) Option {
 // from its upper half so that many processes do not probe in step. A
 // probe longer than the cooldown is cut to it. d must be positive.
 func WithBreakerProbe(d time.Duration) Option {
-	return policyOption(func(c *config) {
+	return hostOption(func(c *config) {
 		if d <= 0 {
 			c.invalid("WithBreakerProbe(%v): want d > 0", d)
 			return
@@ -182,7 +191,7 @@ func WithoutBreaker() Option {
 // maxTokens must be in (0, 1000] and tokenRatio in [0.001, maxTokens];
 // tokens are counted in thousandths.
 func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
-	return policyOption(func(c *config) {
+	return hostOption(func(c *config) {
 		if !(maxTokens > 0 && maxTokens <= 1000 && tokenRatio >= 0.001 && tokenRatio <= maxTokens) {
 			c.invalid("WithRetryThrottle(%v, %v): want 0 < maxTokens <= 1000 and 0.001 <= tokenRatio <= maxTokens", maxTokens, tokenRatio)
 			return
@@ -203,7 +212,7 @@ func WithRetryThrottle(maxTokens, tokenRatio float64) Option {
 // the bucket keeps time in. It does not turn on a throttle that
 // WithoutRetryThrottle turned off.
 func WithThrottleRefill(d time.Duration) Option {
-	return policyOption(func(c *config) {
+	return hostOption(func(c *config) {
 		if d < time.Millisecond {
 			c.invalid("WithThrottleRefill(%v): want d >= 1ms", d)
 			return
@@ -225,6 +234,7 @@ func WithoutRetryThrottle() Option {
 // written past the samplers of l's core (zap.NewProductionConfig samples),
 // and l is an invalid option if its core holds one grantretry cannot reach
 // past (docs/audit-lines.md says which). l's own lines keep their sampling.
+// [WithSlog] sends the same lines to a log/slog logger, with or without l.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {

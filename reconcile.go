@@ -413,7 +413,7 @@ func (c *call) logReconcile(verdict string, resp *http.Response, err error, late
 	if err != nil {
 		errText = capText(c.scrub(err))
 	}
-	if werr := c.t.audit(level, MsgReconcile, []zapcore.Field{
+	if werr := c.audit(level, MsgReconcile, []zapcore.Field{
 		zap.Inline(c.shared(nil)),
 		zap.Int(FieldAttempt, c.out.Attempts),
 		zap.String(FieldVerdict, verdict),

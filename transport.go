@@ -261,7 +261,8 @@ type call struct {
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
-//     caller's context. A wait that would end at or after the deadline is
+//     caller's context. [WithCallOptions] sets them, and the rest of the
+//     retry policy, for one call. A wait that would end at or after the deadline is
 //     not slept: the call ends at once as DeadLetter, so a Retry-After of
 //     hours cannot park a worker.
 //   - Throttle. One retry token bucket per funder host, shared by every
@@ -274,7 +275,8 @@ type call struct {
 //     counting transient failures only. While it is open, calls to that
 //     host end at once as CircuitOpen, without sending or spending budget.
 //   - Audit. Each attempt and each disposition is one structured zap line
-//     (see the Msg* and Field* constants); bodies, credentials, user info
+//     (see the Msg* and Field* constants), and one slog record with
+//     [WithSlog]; bodies, credentials, user info
 //     and query strings are never logged. WithAuditTrail also writes every
 //     record to an AuditSink, synced at every disposition before RoundTrip
 //     returns; a Transport whose sink has failed sends nothing more. The
@@ -383,9 +385,10 @@ func (c *call) prepare() error {
 	if callerKey == "" {
 		c.out.IdempotencyKey = p.key
 	}
-	if err := t.err; err != nil {
-		// A sound request through a misconfigured Transport: nothing is
-		// sent, and the work is owed, kept with its body as a letter.
+	if err := c.callPolicy(); err != nil {
+		// A sound request through a misconfigured Transport, or with
+		// invalid call options: nothing is sent, and the work is owed,
+		// kept with its body as a letter.
 		c.start = t.clock.Now()
 		c.out.Disposition, c.out.StopReason = DeadLetter, StopInvalidOption
 		c.keepUnsentBody()
@@ -1066,10 +1069,10 @@ func (c *call) breakerVerdict(err error, v Classification, disp Disposition, pro
 // throttleVerdict moves the host's retry throttle: a transient failure
 // takes a token, a 1xx-3xx response gives some back, and anything else
 // (terminal answers, the caller's cancellation, an attempt that sent
-// nothing) leaves it be.
+// nothing, a call left out of the throttle) leaves it be.
 func (c *call) throttleVerdict(resp *http.Response, v Classification, disp Disposition) {
 	switch {
-	case disp == Canceled:
+	case disp == Canceled, !c.pol.throttleOn:
 	case v.Retryable && v.charged():
 		c.host.throttle.onFailure()
 	case resp != nil && resp.StatusCode >= 100 && resp.StatusCode < 400:
@@ -1106,7 +1109,7 @@ func (c *call) decide(resp *http.Response, now time.Time) decision {
 		// is the more useful thing to tell the caller.
 		return decision{stop: StopCircuitOpen, disp: CircuitOpen}
 	}
-	if stop, disp := c.fleetStop(c.host.throttle.allowRetry()); stop != "" {
+	if stop, disp := c.fleetStop(!c.pol.throttleOn || c.host.throttle.allowRetry()); stop != "" {
 		if stop == StopThrottled && c.t.met != nil {
 			c.t.met.throttleRefusals.Add(context.Background(), 1, c.hostOnly())
 		}

@@ -1,0 +1,260 @@
+package grantretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jarcoal/httpmock"
+	"go.uber.org/zap"
+)
+
+// callWith makes one GET to url through h under ctx and returns its
+// outcome.
+func (h *harness) callWith(t *testing.T, ctx context.Context, url string) (Outcome, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		return mustError(t, err).Outcome, err
+	}
+	resp.Body.Close()
+	return mustOutcome(t, resp), nil
+}
+
+// A status poll makes one attempt while the Transport's other calls retry.
+func TestCallOptionsBudgetIsTheCallsOwn(t *testing.T) {
+	h := newHarness(t)
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	poll := WithCallOptions(context.Background(), WithBudget(0, time.Minute))
+	if o, _ := h.callWith(t, poll, "https://funder.test/status"); o.Attempts != 1 {
+		t.Errorf("the poll made %d attempts, want 1", o.Attempts)
+	}
+	if o, _ := h.callWith(t, context.Background(), "https://funder.test/status"); o.Attempts != DefaultMaxRetries+1 {
+		t.Errorf("a call without options made %d attempts, want the default %d", o.Attempts, DefaultMaxRetries+1)
+	}
+	if got := h.mock.GetTotalCallCount(); got != DefaultMaxRetries+2 {
+		t.Errorf("the funder got %d requests, want %d", got, DefaultMaxRetries+2)
+	}
+}
+
+// A call's options take precedence over ForHost's, which take precedence
+// over the Transport's; and they shape the waits and the deadline too.
+func TestCallOptionsOverForHostOverTransport(t *testing.T) {
+	h := newHarness(t, WithoutRetryThrottle(), WithBudget(1, time.Hour), ForHost("host.test", WithBudget(2, time.Hour)),
+		WithRandSource(maxSource{}), WithBackoff(time.Second, time.Second))
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	for _, tc := range []struct {
+		name     string
+		ctx      context.Context
+		url      string
+		attempts int
+	}{
+		{"transport", context.Background(), "https://other.test/x", 2},
+		{"forhost", context.Background(), "https://host.test/x", 3},
+		{"call over transport", WithCallOptions(context.Background(), WithBudget(3, time.Hour)), "https://other.test/x", 4},
+		{"call over forhost", WithCallOptions(context.Background(), WithBudget(0, time.Hour)), "https://host.test/x", 1},
+		{"later call options win", WithCallOptions(WithCallOptions(context.Background(), WithBudget(0, time.Hour)), WithBudget(2, time.Hour)), "https://other.test/x", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if o, _ := h.callWith(t, tc.ctx, tc.url); o.Attempts != tc.attempts {
+				t.Errorf("%d attempts, want %d", o.Attempts, tc.attempts)
+			}
+		})
+	}
+
+	h = newHarness(t, WithRandSource(maxSource{}))
+	clock := h.clock
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	ctx := WithCallOptions(context.Background(), WithBackoff(10*time.Millisecond, 20*time.Millisecond), WithBudget(10, 55*time.Millisecond))
+	o, _ := h.callWith(t, ctx, "https://funder.test/x")
+	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond}
+	if got := clock.waits(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("waits %v, want the call's backoff %v", got, want)
+	}
+	if o.StopReason != StopDeadline || o.Attempts != 4 {
+		t.Errorf("stop %s after %d attempts, want the call's 55ms deadline", o.StopReason, o.Attempts)
+	}
+}
+
+// An option that is not the call's to set, or an invalid one, fails the
+// call before anything is sent, naming the option.
+func TestCallOptionsRefusedBeforeSending(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"logger", WithLogger(zap.NewNop()), "option 1 (WithLogger) is not part of the retry policy"},
+		{"clock", WithClock(newFakeClock()), "option 1 (WithClock) is not part of the retry policy"},
+		{"forhost", ForHost("funder.test", WithBudget(0, time.Minute)), "option 1 (ForHost) is not part of the retry policy"},
+		{"breaker", WithBreaker(3, time.Minute), "option 1 (WithBreaker) sets the host's circuit breaker or retry throttle"},
+		{"probe", WithBreakerProbe(time.Second), "option 1 (WithBreakerProbe) sets the host's"},
+		{"throttle", WithRetryThrottle(10, 1), "option 1 (WithRetryThrottle) sets the host's"},
+		{"refill", WithThrottleRefill(time.Minute), "option 1 (WithThrottleRefill) sets the host's"},
+		{"invalid budget", WithBudget(-1, time.Minute), "WithCallOptions: WithBudget(-1, 1m0s): want"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			letters := &memLetters{}
+			h := newHarness(t, WithDeadLetter(letters))
+			h.mock.RegisterNoResponder(httpmock.NewStringResponder(200, "ok"))
+			o, err := h.callWith(t, WithCallOptions(context.Background(), tc.opt), "https://funder.test/x")
+			if !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("err = %v, want ErrInvalidOption", err)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "grantretry: ") || !strings.Contains(msg, tc.want) {
+				t.Errorf("err = %q, want it to say %q", msg, tc.want)
+			}
+			if n := h.mock.GetTotalCallCount(); n != 0 || o.Attempts != 0 {
+				t.Errorf("%d requests sent, %d attempts: want none", n, o.Attempts)
+			}
+			if o.Disposition != DeadLetter || o.StopReason != StopInvalidOption {
+				t.Errorf("%s (%s), want dead_letter (invalid_option)", o.Disposition, o.StopReason)
+			}
+			letters.only(t)
+			if h.tr.Err() != nil {
+				t.Errorf("the Transport itself is invalid: %v", h.tr.Err())
+			}
+		})
+	}
+}
+
+// A refused option names its place among several, and every refusal is
+// in the one error.
+func TestCallOptionsNameEachRefusal(t *testing.T) {
+	h := newHarness(t)
+	ctx := WithCallOptions(context.Background(), WithBudget(0, time.Minute), nil, WithReplayLimit(1), WithoutBreaker(), WithLogger(zap.NewNop()))
+	_, err := h.callWith(t, ctx, "https://funder.test/x")
+	if !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("err = %v, want ErrInvalidOption", err)
+	}
+	for _, want := range []string{"option 3 (WithReplayLimit)", "option 5 (WithLogger)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %q, want it to name %s", err, want)
+		}
+	}
+	if h.mock.GetTotalCallCount() != 0 {
+		t.Error("a request was sent")
+	}
+}
+
+// Two calls at once with different options keep their own.
+func TestCallOptionsDoNotLeakBetweenConcurrentCalls(t *testing.T) {
+	h := newHarness(t, WithoutBreaker(), WithoutRetryThrottle())
+	h.clock.freeze()
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	budgets := []int{0, 3}
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for _, n := range budgets {
+		ctx := WithCallOptions(context.Background(), WithBudget(n, time.Hour))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://funder.test/x", nil)
+				resp, err := h.tr.RoundTrip(req)
+				var o Outcome
+				if err != nil {
+					var e *Error
+					if !errors.As(err, &e) {
+						errs <- err.Error()
+						return
+					}
+					o = e.Outcome
+				} else {
+					resp.Body.Close()
+					o, _ = OutcomeOf(resp)
+				}
+				if o.Attempts != n+1 {
+					errs <- fmt.Sprintf("a call with WithBudget(%d) made %d attempts", n, o.Attempts)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// A nil context is context.Background, and no options leave a context as
+// it was: the Transport's policy.
+func TestCallOptionsNilContextAndNoOptions(t *testing.T) {
+	ctx := context.WithValue(context.Background(), slogCtxKey{}, 1)
+	if got := WithCallOptions(ctx); got != ctx {
+		t.Error("WithCallOptions with no options made a new context")
+	}
+	if got := WithCallOptions(ctx, nil, nil); got != ctx {
+		t.Error("WithCallOptions with nil options made a new context")
+	}
+	//lint:ignore SA1012 a nil context is what is tested
+	nilCtx := WithCallOptions(nil, WithBudget(0, time.Minute))
+	if nilCtx == nil {
+		t.Fatal("WithCallOptions(nil, ...) returned nil")
+	}
+	h := newHarness(t)
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	if o, _ := h.callWith(t, nilCtx, "https://funder.test/x"); o.Attempts != 1 {
+		t.Errorf("under WithCallOptions(nil, WithBudget(0, ...)): %d attempts, want 1", o.Attempts)
+	}
+	//lint:ignore SA1012 a nil context is what is tested
+	if got := WithCallOptions(nil); got != context.Background() {
+		t.Errorf("WithCallOptions(nil) = %v, want context.Background()", got)
+	}
+}
+
+// WithoutBreaker leaves one call out of its host's breaker: an open
+// breaker does not refuse it, and its failures do not count.
+func TestCallOptionsWithoutBreaker(t *testing.T) {
+	h := newHarness(t, WithBreaker(1, time.Hour), WithBudget(0, time.Minute))
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	out := WithCallOptions(context.Background(), WithoutBreaker())
+	url := "https://funder.test/x"
+	if o, _ := h.callWith(t, out, url); o.Disposition != DeadLetter {
+		t.Fatalf("left-out call: %s, want dead_letter", o.Disposition)
+	}
+	if o, _ := h.callWith(t, context.Background(), url); o.Attempts != 1 {
+		t.Fatalf("after a left-out failure the breaker refused a call (%s): that failure counted", o.Disposition)
+	}
+	if o, _ := h.callWith(t, context.Background(), url); o.Disposition != CircuitOpen {
+		t.Fatalf("after the host's own failure: %s, want circuit_open", o.Disposition)
+	}
+	if o, _ := h.callWith(t, out, url); o.Attempts != 1 || o.Disposition == CircuitOpen {
+		t.Errorf("left-out call under an open breaker: %s after %d attempts, want it sent", o.Disposition, o.Attempts)
+	}
+}
+
+// WithoutRetryThrottle leaves one call out of its host's throttle: its
+// failures take no token, and a drained bucket does not refuse its retries.
+func TestCallOptionsWithoutRetryThrottle(t *testing.T) {
+	h := newHarness(t, WithoutBreaker(), WithRetryThrottle(4, 1))
+	h.clock.freeze()
+	url := "https://funder.test/x"
+	out := WithCallOptions(context.Background(), WithoutRetryThrottle())
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	if o, _ := h.callWith(t, out, url); o.Attempts != DefaultMaxRetries+1 {
+		t.Fatalf("left-out call: %d attempts, want all %d", o.Attempts, DefaultMaxRetries+1)
+	}
+	h.mock.RegisterNoResponder(seq(503, 200))
+	if o, _ := h.callWith(t, context.Background(), url); o.Disposition != Succeeded || o.Attempts != 2 {
+		t.Fatalf("after the left-out call: %s (%s) after %d attempts, want its retry allowed: the left-out failures took tokens",
+			o.Disposition, o.StopReason, o.Attempts)
+	}
+	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+	if o, _ := h.callWith(t, context.Background(), url); o.StopReason != StopThrottled {
+		t.Fatalf("the host's own call: %s, want %s", o.StopReason, StopThrottled)
+	}
+	if o, _ := h.callWith(t, out, url); o.Attempts != DefaultMaxRetries+1 {
+		t.Errorf("left-out call on a drained bucket: %d attempts, want all %d", o.Attempts, DefaultMaxRetries+1)
+	}
+}
