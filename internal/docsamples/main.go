@@ -841,25 +841,34 @@ func runbookTranscripts(cli, work string, dir *deadletter.Dir, env []string) err
 	}
 	creds := []string{"-header-env", "Authorization=FUNDER_TOKEN", "-header-env", "X-Api-Key=FUNDER_API_KEY"}
 	shown := ` -header-env "Authorization=FUNDER_TOKEN" -header-env "X-Api-Key=FUNDER_API_KEY"`
+	// A step with a pipe runs it in the shell; the others run the command.
 	for _, s := range []struct {
 		title, shown string
 		status       bool
 		args         []string
+		pipe         string
 	}{
 		{"dry run of one submission", "grantretry deadletter redeliver dead-letters -submission GRANT-2026-0070 -dry-run" + shown, true,
-			append([]string{"deadletter", "redeliver", "dead-letters", "-submission", "GRANT-2026-0070", "-dry-run"}, creds...)},
+			append([]string{"deadletter", "redeliver", "dead-letters", "-submission", "GRANT-2026-0070", "-dry-run"}, creds...), ""},
 		{"redeliver -all at a pace", "grantretry deadletter redeliver dead-letters -all -rate 20/s -trail trail.jsonl" + shown, true,
-			append([]string{"deadletter", "redeliver", "dead-letters", "-all", "-rate", "20/s", "-trail", "trail.jsonl"}, creds...)},
+			append([]string{"deadletter", "redeliver", "dead-letters", "-all", "-rate", "20/s", "-trail", "trail.jsonl"}, creds...), ""},
 		{"retire", `grantretry deadletter retire dead-letters ` + refused + ` -reason "funder refused: 422, the report's period is closed" -by j.alvarez@ops -trail trail.jsonl`, true,
-			[]string{"deadletter", "retire", "dead-letters", refused, "-reason", "funder refused: 422, the report's period is closed", "-by", "j.alvarez@ops", "-trail", "trail.jsonl"}},
+			[]string{"deadletter", "retire", "dead-letters", refused, "-reason", "funder refused: 422, the report's period is closed", "-by", "j.alvarez@ops", "-trail", "trail.jsonl"}, ""},
+		{title: "show, retired", pipe: `"$GRANTRETRY" deadletter show dead-letters ` + refused + ` | grep -E '^(letter|state) '`},
 		{"a late letter named", "grantretry deadletter redeliver dead-letters " + late + " -trail trail.jsonl" + shown, true,
-			append([]string{"deadletter", "redeliver", "dead-letters", late, "-trail", "trail.jsonl"}, creds...)},
+			append([]string{"deadletter", "redeliver", "dead-letters", late, "-trail", "trail.jsonl"}, creds...), ""},
 		{"a late letter the funder agreed to take", "grantretry deadletter redeliver dead-letters " + late + " -late -trail trail.jsonl" + shown, true,
-			append([]string{"deadletter", "redeliver", "dead-letters", late, "-late", "-trail", "trail.jsonl"}, creds...)},
-		{"list, after", "grantretry deadletter list dead-letters", false, list},
+			append([]string{"deadletter", "redeliver", "dead-letters", late, "-late", "-trail", "trail.jsonl"}, creds...), ""},
+		{"list, after", "grantretry deadletter list dead-letters", false, list, ""},
 	} {
 		section("dead-letters.md runbook: " + s.title)
-		if err := shell(cli, work, env, s.shown, s.status, s.args...); err != nil {
+		var err error
+		if s.pipe != "" {
+			err = shellPipe(cli, work, env, s.pipe)
+		} else {
+			err = shell(cli, work, env, s.shown, s.status, s.args...)
+		}
+		if err != nil {
 			return err
 		}
 	}
