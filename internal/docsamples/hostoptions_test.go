@@ -13,7 +13,9 @@ import (
 )
 
 // perHostOptions returns the exported options ForHost takes: those whose
-// constructor returns a policyOption, read from the root package's source.
+// constructor returns a policyOption (also taken for one call) or a
+// hostOption (the breaker and throttle every call to a host shares), read
+// from the root package's source.
 func perHostOptions(t *testing.T, root string) []string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(root, "*.go"))
@@ -37,7 +39,7 @@ func perHostOptions(t *testing.T, root string) []string {
 			ast.Inspect(fn.Body, func(n ast.Node) bool {
 				if ret, ok := n.(*ast.ReturnStmt); ok && len(ret.Results) == 1 {
 					if call, ok := ret.Results[0].(*ast.CallExpr); ok {
-						if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "policyOption" {
+						if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "policyOption" || id.Name == "hostOption") {
 							names = append(names, fn.Name.Name)
 							return false
 						}
