@@ -11,10 +11,10 @@ import (
 )
 
 // The request sent carries no GetBody, so net/http cannot send it again on
-// its own after writing it (issue 12), and the caller's own ContentLength:
-// a buffered body of unknown length stays unknown, so it is framed as the
-// caller's request would be (issue 9: chunked, with its trailers). Every
-// attempt still carries the whole body.
+// its own after writing it, and the caller's own ContentLength: a buffered
+// body of unknown length stays unknown, so it is framed as the caller's
+// request would be (chunked, with its trailers). Every attempt still
+// carries the whole body.
 func TestSentRequestCarriesNoGetBodyAndCallersLength(t *testing.T) {
 	for _, withGetBody := range []bool{true, false} {
 		var bodies []string
