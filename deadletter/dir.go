@@ -318,8 +318,8 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 // yields them in the order of their file names (their IDs), not sorted by
 // Created as List does; otherwise it yields what List returns: not the
 // letters redelivered or retired, a letter marked in flight (see
-// Dir.Redeliver) as Ambiguous, temporary files and subdirectories
-// skipped. A letter redelivered or retired by another process while the
+// Dir.Redeliver), when the directory was read or when All reaches it, as
+// Ambiguous, temporary files and subdirectories skipped. A letter redelivered or retired by another process while the
 // loop runs, its file gone before All reaches it, is skipped too. A .json
 // file that is not a whole, valid letter named after its ID yields a nil
 // letter and an error naming it and matching ErrBadLetter, and All goes
