@@ -2,12 +2,18 @@ package grantretry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jarcoal/httpmock"
 )
 
 // get makes one GET to funderURL and returns its outcome, whether the call
@@ -189,5 +195,49 @@ func TestWithBreakerProbeMustBePositive(t *testing.T) {
 		if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("WithBreakerProbe(%v): %v, want ErrInvalidOption", d, err)
 		}
+	}
+}
+
+// Terminal transport errors (a bad certificate) and a local GetBody failure
+// say nothing about the funder: they must not open its breaker.
+func TestBreakerIgnoresLocalAndTerminalTransportFailures(t *testing.T) {
+	h := newHarness(t, WithBudget(0, time.Minute), WithBreaker(2, time.Hour))
+	h.mock.RegisterResponder(http.MethodGet, funderURL,
+		httpmock.NewErrorResponder(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}))
+	for i := 0; i < 5; i++ {
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		_, err := h.tr.RoundTrip(req)
+		if e := mustError(t, err); e.Disposition != FailedTerminal {
+			t.Fatalf("call %d: %+v, want failed_terminal, not circuit_open", i+1, e.Outcome)
+		}
+	}
+
+	mock := httpmock.NewMockTransport() // no logger and PUT: GetBody is first called by the attempt
+	mock.RegisterResponder(http.MethodPut, funderURL, seq(200))
+	tr := New(mock, WithClock(newFakeClock()), WithBreaker(1, time.Hour))
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest(http.MethodPut, funderURL, strings.NewReader("x"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("spool file gone") }
+		_, err := tr.RoundTrip(req)
+		if e := mustError(t, err); e.StopReason != StopBodyReadFailure {
+			t.Fatalf("GetBody call %d: %+v, want body_read_failed", i+1, e.Outcome)
+		}
+	}
+}
+
+// When one failure both opens the breaker and drains the throttle, the
+// breaker is reported: "the funder is down" says more than "retries are
+// throttled".
+func TestThrottleAndBreakerTrippingTogether(t *testing.T) {
+	h := newHarness(t, WithBreaker(1, time.Hour), WithRetryThrottle(2, 0.5), WithBudget(10, time.Hour))
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if o := mustOutcome(t, resp); o.Attempts != 1 || o.StopReason != StopCircuitOpen || o.Disposition != CircuitOpen {
+		t.Errorf("outcome %+v, want circuit_open after 1 attempt", o)
 	}
 }

@@ -473,3 +473,25 @@ func TestOneSubmissionIDForTwoOperationsSharesTheKey(t *testing.T) {
 			a[FieldMethod], a[FieldPath], b[FieldMethod], b[FieldPath])
 	}
 }
+
+// Once the response is handed over, neither the attempt timeout nor the
+// call's deadline may end its context before the caller closes the body.
+func TestResponseContextOutlivesTimers(t *testing.T) {
+	for name, o := range map[string]Option{
+		"attempt timeout": WithAttemptTimeout(20 * time.Millisecond),
+		"call deadline":   WithBudget(0, 20*time.Millisecond),
+	} {
+		h := newHarness(t, o)
+		h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		resp, err := h.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Millisecond) // a slow reader
+		if err := resp.Request.Context().Err(); err != nil {
+			t.Errorf("%s: response context ended before the body was closed: %v", name, context.Cause(resp.Request.Context()))
+		}
+		resp.Body.Close()
+	}
+}

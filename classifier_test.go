@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,5 +284,34 @@ func TestSOAPFaultsThroughTheTransport(t *testing.T) {
 	mu.Unlock()
 	if o := submit(); o.Attempts != 3 || o.Disposition != Succeeded {
 		t.Errorf("server faults: %s after %d attempts, want succeeded after 3 (two retried)", o.Disposition, o.Attempts)
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *closeRecorder) Close() error { b.closed.Store(true); return nil }
+
+// R1: a panicking ClassifyFunc leaves the attempt's response body open.
+func TestClassifierPanicClosesTheResponseBody(t *testing.T) {
+	body := &closeRecorder{Reader: strings.NewReader("<fault/>")}
+	inner := rtFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 500, Body: body, Header: http.Header{}, Request: r}, nil
+	})
+	tr := New(inner, WithClock(newFakeClock()), WithClassifier(func(*http.Response, []byte) (Classification, bool) {
+		panic("classifier bug")
+	}))
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		tr.RoundTrip(postReq(t, "https://funder.test/x"))
+	}()
+	if !body.closed.Load() {
+		t.Fatal("the response body the inner transport returned was never closed after the classifier panicked")
 	}
 }

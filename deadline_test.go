@@ -2,7 +2,9 @@ package grantretry
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -150,5 +152,52 @@ func BenchmarkCallDeadline(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// A wait that would end exactly at the deadline is refused ("at or after").
+func TestWaitEndingExactlyAtDeadlineIsRefused(t *testing.T) {
+	h := newHarness(t, WithBudget(10, 400*time.Millisecond),
+		WithBackoff(400*time.Millisecond, 400*time.Millisecond), WithRandSource(maxSource{}))
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	resp, err := h.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	o := mustOutcome(t, resp)
+	if o.Disposition != DeadLetter || o.StopReason != StopDeadline || o.Attempts != 1 || len(h.clock.waits()) != 0 {
+		t.Errorf("outcome %+v waits %v, want dead_letter (deadline) after 1 attempt, no wait", o, h.clock.waits())
+	}
+}
+
+// The call's deadline ends a wait in progress as dead_letter (deadline), not
+// as the caller's cancellation.
+func TestCallDeadlineInterruptsWait(t *testing.T) {
+	h := newHarness(t, WithBudget(3, 30*time.Millisecond), WithBackoff(time.Millisecond, time.Millisecond))
+	h.clock.block = true
+	h.mock.RegisterResponder(http.MethodGet, funderURL, seq(503))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, funderURL, nil)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		e := mustError(t, err)
+		if e.Disposition != DeadLetter || e.StopReason != StopDeadline || e.Attempts != 1 || !errors.Is(err, ErrDeadLetter) {
+			t.Errorf("outcome %+v, want dead_letter (deadline) after 1 attempt", e.Outcome)
+		}
+	case <-time.After(5 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("the call's deadline did not end the wait")
 	}
 }

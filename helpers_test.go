@@ -276,3 +276,17 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// rtFunc is an inner transport in a function.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func postReq(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`<submit/>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

@@ -86,3 +86,24 @@ func TestSeveralInvalidOptionsMakeOneLine(t *testing.T) {
 		t.Errorf("%d causes matching ErrInvalidOption, want 3", n)
 	}
 }
+
+func TestOptionEdges(t *testing.T) {
+	h := newHarness(t, WithStatusSets([]int{600}, nil))
+	h.mock.RegisterNoResponder(seq(200))
+	req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+	if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("WithStatusSets(600): err %v, want ErrInvalidOption", err)
+	}
+	// Zero is WithAttemptTimeout's documented default; a nil Option is skipped.
+	for name, o := range map[string]Option{"WithAttemptTimeout(0)": WithAttemptTimeout(0), "nil Option": nil} {
+		h := newHarness(t, o)
+		h.mock.RegisterResponder(http.MethodGet, funderURL, seq(200))
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		resp, err := h.tr.RoundTrip(req)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		resp.Body.Close()
+	}
+}

@@ -1,9 +1,11 @@
 package grantretry
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -159,4 +161,39 @@ func TestChooseWaitIsMaxOfJitterAndRetryAfter(t *testing.T) {
 	if d, src := chooseWait(8*time.Second, 0, false); d != 8*time.Second || src != waitSourceBackoff {
 		t.Errorf("got %v %s", d, src)
 	}
+}
+
+// stillClock never moves and never sleeps, and holds no lock, so it adds no
+// happens-before edge the race detector could hide a race behind.
+type stillClock struct{}
+
+func (stillClock) Now() time.Time { return time.Time{}.Add(time.Hour) }
+
+func (stillClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// WithRandSource promises to serialise the caller's source (run with -race).
+func TestRandSourceIsSerialised(t *testing.T) {
+	inner := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	tr := New(inner, WithClock(stillClock{}), WithRandSource(rand.NewPCG(1, 2)),
+		WithoutBreaker(), WithoutRetryThrottle(), WithBudget(20, time.Hour))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	close(start)
+	wg.Wait()
 }

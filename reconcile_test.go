@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,5 +333,28 @@ func TestReconcileBeforeGivingUp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// R5: a reconciler that exits its goroutine (runtime.Goexit, as t.FailNow
+// or log.Fatal-style helpers do) is taken as "the funder does not have
+// it", and the request is sent again.
+func TestReconcilerGoexitIsNotAnAnswer(t *testing.T) {
+	var sent atomic.Int32
+	inner := rtFunc(func(r *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return &http.Response{StatusCode: 502, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	tr := New(inner, WithClock(newFakeClock()), WithBudget(1, time.Minute),
+		WithReconciler(func(ctx context.Context, q ReconcileQuery) (*http.Response, error) {
+			runtime.Goexit()
+			return nil, nil
+		}))
+	resp, err := tr.RoundTrip(postReq(t, "https://funder.test/x"))
+	if err == nil {
+		resp.Body.Close()
+	}
+	if n := sent.Load(); n > 1 {
+		t.Fatalf("the reconciler never answered, yet the request was sent again: %d attempts", n)
 	}
 }

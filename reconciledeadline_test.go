@@ -65,3 +65,39 @@ func TestReconciledResponseIsNotCutAtTheCallDeadline(t *testing.T) {
 		t.Errorf("read %q, %v; want %q whole", b, err, want)
 	}
 }
+
+// R7: askBeforeGivingUp asks while the last attempt's response is held, so
+// the call's deadline only goes pending and never ends the reconciler's
+// context: a reconciler that waits on ctx (as it should) holds RoundTrip
+// far past the call deadline (here: forever).
+func TestQuestionBeforeGivingUpEndsAtTheDeadline(t *testing.T) {
+	inner := rtFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 502, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	release := make(chan struct{})
+	defer close(release)
+	tr := New(inner, WithClock(newFakeClock()), WithBudget(0, 200*time.Millisecond),
+		WithReconciler(func(ctx context.Context, q ReconcileQuery) (*http.Response, error) {
+			select { // a well-behaved reconciler: bounded by ctx
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return nil, context.Canceled
+			}
+		}))
+	done := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		resp, err := tr.RoundTrip(postReq(t, "https://funder.test/x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- time.Since(start)
+	}()
+	select {
+	case d := <-done:
+		t.Logf("RoundTrip returned after %v", d)
+	case <-time.After(3 * time.Second):
+		t.Fatal("RoundTrip still blocked 3s into a call with a 200ms deadline: the reconciler's ctx never ended")
+	}
+}

@@ -149,3 +149,26 @@ func TestImplicitKeyIgnoresCredentialsInTheURL(t *testing.T) {
 		t.Error("a different query parameter that is no secret must change the key")
 	}
 }
+
+// A query value is scrubbed even when an error quotes it without the rest of
+// the query.
+func TestQueryValueQuotedAloneIsRedacted(t *testing.T) {
+	h := newHarness(t, WithBudget(0, time.Minute))
+	h.mock.RegisterNoResponder(func(r *http.Request) (*http.Response, error) {
+		return nil, fmt.Errorf("funder refused credential %s", r.URL.Query().Get("token"))
+	})
+	req, _ := http.NewRequest(http.MethodGet, funderURL+"?token=qs-token-abcdef&x=1", nil)
+	_, err := h.tr.RoundTrip(req)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	texts := []string{err.Error()}
+	for _, l := range h.logs.AllUntimed() {
+		for _, v := range l.ContextMap() {
+			texts = append(texts, fmt.Sprint(v))
+		}
+	}
+	if all := strings.Join(texts, "\n"); strings.Contains(all, "qs-token-abcdef") {
+		t.Errorf("query value leaked:\n%s", all)
+	}
+}

@@ -1,6 +1,7 @@
 package grantretry
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -432,5 +433,45 @@ func TestThrottleRefillOption(t *testing.T) {
 	h = newHarness(t, WithoutRetryThrottle(), WithThrottleRefill(time.Second))
 	if rt := h.tr.hosts.get("https://x.test:443").throttle; rt != nil {
 		t.Error("WithThrottleRefill turned on a throttle WithoutRetryThrottle had turned off")
+	}
+}
+
+// Cancellations leave the retry throttle as it is (documented).
+func TestThrottleIgnoresCancellations(t *testing.T) {
+	h := newHarness(t, WithoutBreaker(), WithRetryThrottle(2, 0.1))
+	for i := 0; i < 5; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.mock.RegisterResponder(http.MethodGet, funderURL, func(*http.Request) (*http.Response, error) {
+			cancel()
+			return nil, context.Canceled
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, funderURL, nil)
+		_, err := h.tr.RoundTrip(req)
+		if e := mustError(t, err); e.Disposition != Canceled {
+			t.Fatalf("call %d: %+v, want canceled", i+1, e.Outcome)
+		}
+	}
+	if got := h.tr.hosts.get(hostKey(mustURL(t, funderURL))).throttle.level(); got != 2 {
+		t.Errorf("level %v after cancelled calls, want the full 2", got)
+	}
+}
+
+func TestRetryThrottleOptionEdges(t *testing.T) {
+	for _, c := range [][2]float64{{0, 0.1}, {1001, 1}, {10, 0.0005}, {1, 2}} {
+		h := newHarness(t, WithRetryThrottle(c[0], c[1]))
+		h.mock.RegisterNoResponder(seq(200))
+		req, _ := http.NewRequest(http.MethodGet, funderURL, nil)
+		if _, err := h.tr.RoundTrip(req); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("WithRetryThrottle(%v, %v): err %v, want ErrInvalidOption", c[0], c[1], err)
+		}
+	}
+	// tokenRatio is kept to the thousandth: 1.001*1000 is 1000.999... in
+	// floating point, and must not be truncated to 1.
+	rt := newRetryThrottle(10, 1.001, DefaultThrottleRefill, newFakeClock())
+	rt.onFailure()
+	rt.onFailure()
+	rt.onSuccess()
+	if rt.level() != 9.001 {
+		t.Errorf("level %v, want 9.001", rt.level())
 	}
 }

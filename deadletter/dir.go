@@ -1,7 +1,8 @@
 // Package deadletter keeps the calls a grantretry Transport could not
 // complete as letters in a directory, and sends them again under their
 // own Idempotency-Key (see docs/dead-letters.md): Open a Dir and give it
-// to grantretry.WithDeadLetter; List, Get and Redeliver work it off.
+// to grantretry.WithDeadLetter; List (or All), Get and Redeliver work it
+// off.
 package deadletter
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +68,9 @@ type Dir struct {
 	// replaces os.Link.
 	afterTempWrite func(tmp string)
 	link           func(oldname, newname string) error
+	// beforeRead, a test seam like the two above, runs as All is about
+	// to read the letter id.
+	beforeRead func(id string)
 }
 
 var _ grantretry.DeadLetterSink = (*Dir)(nil)
@@ -305,6 +310,70 @@ func (d *Dir) List() ([]*grantretry.Letter, error) {
 	}
 	sortLetters(letters)
 	return letters, errors.Join(errs...)
+}
+
+// All yields the letters List returns, one at a time: it reads the
+// directory's entries first, then each letter only as it is yielded, so
+// that a directory of many letters is never held in memory at once. It
+// yields them in the order of their file names (their IDs), not sorted by
+// Created as List does; otherwise it yields what List returns: not the
+// letters redelivered or retired, a letter marked in flight (see
+// Dir.Redeliver), when the directory was read or when All reaches it, as
+// Ambiguous, temporary files and subdirectories skipped. A letter redelivered or retired by another process while the
+// loop runs, its file gone before All reaches it, is skipped too. A .json
+// file that is not a whole, valid letter named after its ID yields a nil
+// letter and an error naming it and matching ErrBadLetter, and All goes
+// on to the next. If the directory cannot be read, All yields that error
+// alone. It stops as soon as the loop does.
+func (d *Dir) All() iter.Seq2[*grantretry.Letter, error] {
+	return func(yield func(*grantretry.Letter, error) bool) {
+		if d == nil {
+			yield(nil, fmt.Errorf("%w: nil *deadletter.Dir", grantretry.ErrInvalidRequest))
+			return
+		}
+		entries, err := os.ReadDir(d.dir)
+		if err != nil {
+			yield(nil, fmt.Errorf("grantretry: dead letter directory: %w", err))
+			return
+		}
+		retired, err := d.retiredIDs()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var ids []string
+		sending := map[string]bool{}
+		for _, e := range entries {
+			name := e.Name()
+			if id, ok := strings.CutSuffix(name, sendingExt); ok {
+				sending[id] = true
+			}
+			if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, letterExt) ||
+				retired[strings.TrimSuffix(name, letterExt)] {
+				continue // as in List
+			}
+			ids = append(ids, strings.TrimSuffix(name, letterExt))
+		}
+		for _, id := range ids {
+			if d.beforeRead != nil {
+				d.beforeRead(id)
+			}
+			l, err := readLetter(d.dir, id)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // no longer waiting
+			}
+			if err != nil {
+				if !yield(nil, err) {
+					return
+				}
+				continue
+			}
+			l.Ambiguous = l.Ambiguous || sending[id] || d.inFlight(id)
+			if !yield(l, nil) {
+				return
+			}
+		}
+	}
 }
 
 func sortLetters(ls []*grantretry.Letter) {

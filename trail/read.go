@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"time"
 )
 
-// Record is one record of a trail, as Read hands it over.
+// Record is one record of a trail, as Read hands it over and Records
+// yields it.
 type Record struct {
 	File  string
 	Line  int
@@ -43,6 +45,32 @@ func Read(paths []string, fn func(Record) error) (sum Summary, err error) {
 	}
 	return v.sum, v.finish(paths)
 }
+
+// Records yields the records of the trail files paths, verified as Read
+// verifies them, one at a time in chain order, reading the files as the
+// loop goes: it stops reading as soon as the loop stops. Where Read would
+// return an error (a broken record, after the records before it; a file
+// that cannot be read; a trail that falls short of its head), Records
+// yields it with a zero Record, and yields nothing more: the records after
+// a break in the chain cannot be trusted.
+func Records(paths ...string) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		stopped := false
+		_, err := Read(paths, func(r Record) error {
+			if !yield(r, nil) {
+				stopped = true
+				return errLoopStopped
+			}
+			return nil
+		})
+		if err != nil && !stopped {
+			yield(Record{}, err)
+		}
+	}
+}
+
+// errLoopStopped ends Read when the loop over Records stops.
+var errLoopStopped = errors.New("the loop over the records stopped")
 
 // rawString returns the JSON string raw holds, "" if it holds anything
 // else.

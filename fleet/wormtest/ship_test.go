@@ -1,15 +1,23 @@
-package fleet
+package wormtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/grantretry/grantretry"
+	"github.com/grantretry/grantretry/fleet"
+	"github.com/grantretry/grantretry/fleet/internal/pgtest"
 	"github.com/grantretry/grantretry/worm"
 	"github.com/grantretry/grantretry/worm/s3test"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The fleet's trail ships to write-once storage one writer a stream, and
@@ -21,7 +29,7 @@ func TestTrailShipsPerWriter(t *testing.T) {
 	ctx := context.Background()
 	var writers []string
 	for _, w := range []string{"writer-a", "writer-b"} {
-		tr, err := NewTrail(ctx, pool, WithWriter(w), WithLimit(2*time.Second)) // a loaded machine must not fail the commit over
+		tr, err := fleet.NewTrail(ctx, pool, fleet.WithWriter(w), fleet.WithLimit(2*time.Second)) // a loaded machine must not fail the commit over
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +42,7 @@ func TestTrailShipsPerWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewTrailSource(pool)
+	src := fleet.NewTrailSource(pool)
 	s, err := worm.NewShipper(worm.Options{Store: st, Source: src, QueueDir: t.TempDir(), Retention: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +54,7 @@ func TestTrailShipsPerWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := VerifyTrail(ctx, pool)
+	sum, err := fleet.VerifyTrail(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +91,64 @@ func TestTrailShipsPerWriter(t *testing.T) {
 		t.Fatalf("Verify after an edit: %v, want a *worm.VerifyError", err)
 	}
 	p := ve.Problems[0]
-	if p.Kind != worm.ProblemTampered || p.Stream != "writer-b" || p.Seq != uint64(seq) || p.File != TrailTable {
-		t.Fatalf("problem %v, want the edit of writer-b seq %d in %s", p, seq, TrailTable)
+	if p.Kind != worm.ProblemTampered || p.Stream != "writer-b" || p.Seq != uint64(seq) || p.File != fleet.TrailTable {
+		t.Fatalf("problem %v, want the edit of writer-b seq %d in %s", p, seq, fleet.TrailTable)
 	}
 }
+
+// newPool returns a pool on a new database with the fleet's schema.
+func newPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := fleet.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// callThrough makes n calls through a Transport that writes to sink, to a
+// funder answering 503 then 201.
+func callThrough(t *testing.T, sink grantretry.AuditSink, n int) {
+	t.Helper()
+	calls := 0
+	tr := grantretry.New(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		rec := httptest.NewRecorder()
+		if calls%2 == 1 {
+			rec.WriteHeader(503)
+		} else {
+			rec.WriteHeader(201)
+		}
+		resp := rec.Result()
+		resp.Request = r
+		return resp, nil
+	}), grantretry.WithAuditTrail(sink), grantretry.WithClock(instantClock{}), grantretry.WithoutBreaker())
+	for i := range n {
+		ctx := grantretry.WithSubmissionID(context.Background(), fmt.Sprintf("GRANT-%d", i))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://funder.example/submit", strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		var e *grantretry.Error
+		switch {
+		case errors.As(err, &e):
+			continue
+		case err != nil:
+			t.Fatalf("call %d: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// instantClock never sleeps: tests never wait a real backoff.
+type instantClock struct{}
+
+func (instantClock) Now() time.Time                                   { return time.Now() }
+func (instantClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }

@@ -4,7 +4,7 @@
 # binary, then callgrind's instruction counts of the in-memory success
 # path. Writes OUT.txt (benchstat input) and OUT-instructions.txt.
 #
-# Usage (from bench/): bash results/2026-12-01-published.sh OUT [ROUNDS]
+# Usage (from bench/): bash results/2026-12-01-success-key-throttle-pieces.sh OUT [ROUNDS]
 set -eu
 out=$1
 rounds=${2:-8}
