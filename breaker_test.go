@@ -31,8 +31,8 @@ func (h *harness) get(t *testing.T) Outcome {
 
 // One call, however many of its attempts fail, never trips the breaker: it
 // makes every attempt its budget allows, and the breaker opens only after
-// threshold such calls in a row (issue 11's target: WithBudget(8, ...),
-// an always-503 host, the default threshold of 5). The retry throttle is
+// threshold such calls in a row (WithBudget(8, ...), an always-503 host,
+// the default threshold of 5). The retry throttle is
 // off: by itself it would end a call after 6 attempts.
 func TestOneCallCannotTripTheBreaker(t *testing.T) {
 	h := newHarness(t, WithBudget(8, time.Hour), WithoutRetryThrottle())

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// Regression tests for the defects of issue 9, each built from the review's
-// repro.
+// Tests of cancellation and cut-short calls: whose cancellation it was, what
+// it charges, and what a returned body outlives.
 
 // stallingFunder is a loopback funder whose /slow path never answers: it
 // announces each request on arrived, if anyone listens, and holds it until
@@ -50,7 +50,7 @@ func stallingFunder(t *testing.T) (srv *httptest.Server, arrived chan struct{}, 
 // the channel wins, the inner transport fails with "request canceled"
 // before the context says why: that is still the caller's cancellation,
 // never a funder failure that feeds the breaker, the throttle or the
-// dead letters (review item 1, repro A).
+// dead letters.
 func TestClientTimeoutIsTheCallersCancellation(t *testing.T) {
 	srv, _, slow := stallingFunder(t)
 	for run := 0; run < 20; run++ {
@@ -114,8 +114,7 @@ func TestClientTimeoutIsTheCallersCancellation(t *testing.T) {
 }
 
 // A closed Request.Cancel ends the call as cancelled after the attempt it
-// cut short, and the host stays open for the next call (review item 1,
-// repro B).
+// cut short, and the host stays open for the next call .
 func TestRequestCancelIsTheCallersCancellation(t *testing.T) {
 	srv, arrived, _ := stallingFunder(t)
 	for run := 0; run < 20; run++ {
@@ -215,7 +214,7 @@ func (c *slowCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 
 // Once a response is judged to be returned, no timer of the Transport can
 // end its body: not the attempt timeout and not the call's deadline, even
-// when both expire while the attempt line is being written (review item 2).
+// when both expire while the attempt line is being written.
 func TestReturnedBodyOutlivesTimersThatExpireWhileLogging(t *testing.T) {
 	const limit = 20 * time.Millisecond
 	for _, tc := range []struct {
@@ -330,7 +329,7 @@ func (c *panicOnceCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 // A panic anywhere between the breaker's allow and its done (the caller's
 // GetBody, the logger writing the half-open line) gives the probe slot back:
 // a half-open breaker has no expiry, and a lost slot would refuse the host
-// for good (review item 3).
+// for good.
 func TestPanicAfterAllowGivesTheProbeSlotBack(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -393,8 +392,7 @@ func TestPanicAfterAllowGivesTheProbeSlotBack(t *testing.T) {
 }
 
 // What goes on the wire is what the caller built: a buffered body of
-// unknown length goes out chunked with its trailers, on every attempt
-// (review item 4).
+// unknown length goes out chunked with its trailers, on every attempt.
 func TestBufferedBodyKeepsFramingAndTrailers(t *testing.T) {
 	type seen struct {
 		te      []string
@@ -445,7 +443,7 @@ func TestBufferedBodyKeepsFramingAndTrailers(t *testing.T) {
 
 // One submission id used for two operations with equal bodies gives both
 // the same key (the reference guide's derivation); the audit lines tell
-// them apart by method and path (review item 5).
+// them apart by method and path.
 func TestOneSubmissionIDForTwoOperationsSharesTheKey(t *testing.T) {
 	h := newHarness(t)
 	const base = "https://funder.test/v1/applications/GRANT-42"

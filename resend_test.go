@@ -122,7 +122,7 @@ func warm(t *testing.T, client *http.Client, f *droppingFunder) {
 // Every request on the wire is an attempt: whatever point a funder drops
 // a kept-alive connection at, it receives the call's request exactly as
 // many times as Outcome.Attempts says, for a keyed POST with a body and for
-// one without (issue 12, item 1). net/http's own resend of a request it
+// one without. net/http's own resend of a request it
 // never wrote may stay; one of a written request is stopped, and the
 // Transport's loop sends the retry it counts.
 func TestEveryRequestOnTheWireIsAnAttempt(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/grantretry/grantretry"
 )
 
-// BenchmarkReconcileSuccess is what issue 12 adds to a call that succeeds
+// BenchmarkReconcileSuccess is what reconciling adds to a call that succeeds
 // at once, in memory: nothing for a POST with a body (the inner transport
 // just gets no GetBody); for a host with a reconciler, an httptrace watch
 // on each attempt (rt=grantretry-reconciler); for a keyed POST with no body,

@@ -61,7 +61,7 @@ func BenchmarkSuccess(b *testing.B) {
 	}
 }
 
-// BenchmarkSuccessKeyAllowance is issue 15's allowance for a POST: the
+// BenchmarkSuccessKeyAllowance is the key's allowance for a POST: the
 // time grantretry.IdempotencyKey takes on the submission id and the body
 // that BenchmarkSuccess's POST sends (15 and 105 bytes: three SHA-256
 // blocks). Run it in the same rounds as BenchmarkSuccess, so that the

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// BenchmarkTelemetry is what issue 14's OpenTelemetry options add to a
+// BenchmarkTelemetry is what the OpenTelemetry options add to a
 // call that succeeds at once, in memory: nothing without a provider
 // (rt=grantretry, the same as BenchmarkSuccess's row); with the SDK's
 // meter provider (a manual reader, never collected: the cost of

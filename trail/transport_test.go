@@ -21,7 +21,7 @@ import (
 	"github.com/grantretry/grantretry/trail"
 )
 
-// The whole promise of issue 5, end to end, across a crash: a process that
+// The trail's whole promise, end to end, across a crash: a process that
 // makes calls through a Transport with an audit trail and a dead-letter
 // directory is killed at an arbitrary moment. Every call whose RoundTrip
 // had returned before the kill has its disposition in the trail, with the

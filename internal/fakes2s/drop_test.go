@@ -26,8 +26,8 @@ func TestDropRecordsThenHangsUp(t *testing.T) {
 	}
 }
 
-// The defect issue 12 fixes, as the fake reproduces it: net/http's
-// Transport resends a POST by itself when the connection it reused is
+// net/http's own resend, as the fake reproduces it: its Transport
+// resends a POST by itself when the connection it reused is
 // closed before any answer, if the request has GetBody and an
 // Idempotency-Key header. The funder ignores the key, so the resend is a
 // second application. A first submission, of A, on a fresh connection puts
