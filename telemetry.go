@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -72,15 +74,17 @@ func WithRedelivery(ctx context.Context) context.Context {
 
 func isRedelivery(ctx context.Context) bool { return redeliveryOf(ctx) != nil }
 
-// Attribute keys: the semantic conventions' where they have one.
+// Attribute keys: the semantic conventions' (from the semconv package of
+// the OpenTelemetry release in go.mod) where they have one, grantretry's
+// own for the rest.
 const (
-	keyMethod        = attribute.Key("http.request.method")
-	keyServerAddress = attribute.Key("server.address")
-	keyServerPort    = attribute.Key("server.port")
-	keyScheme        = attribute.Key("url.scheme")
-	keyStatusCode    = attribute.Key("http.response.status_code")
-	keyErrorType     = attribute.Key("error.type")
-	keyResendCount   = attribute.Key("http.request.resend_count")
+	keyMethod        = semconv.HTTPRequestMethodKey
+	keyServerAddress = semconv.ServerAddressKey
+	keyServerPort    = semconv.ServerPortKey
+	keyScheme        = semconv.URLSchemeKey
+	keyStatusCode    = semconv.HTTPResponseStatusCodeKey
+	keyErrorType     = semconv.ErrorTypeKey
+	keyProtoVersion  = semconv.NetworkProtocolVersionKey
 	keyDisposition   = attribute.Key("grantretry.disposition")
 	keyStopReason    = attribute.Key("grantretry.stop_reason")
 	keyWaitSource    = attribute.Key("grantretry.wait_source")
@@ -91,6 +95,7 @@ const (
 	keyAuditMessage  = attribute.Key("grantretry.audit.message")
 	keyRecord        = attribute.Key("grantretry.record")
 	// Spans only: unbounded, or of one call.
+	keyResendCount   = semconv.HTTPRequestResendCountKey
 	keyCorrelationID = attribute.Key("grantretry.correlation_id")
 	keyAttempts      = attribute.Key("grantretry.attempts")
 	keyReason        = attribute.Key("grantretry.reason")
@@ -286,7 +291,7 @@ type measureKey struct {
 	end        bool // the call's end, not an attempt's
 	method     string
 	status     int
-	resend     int
+	proto      string
 	errType    string
 	disp, stop string
 }
@@ -351,17 +356,20 @@ func (c *call) startAttemptSpan(ctx context.Context) (context.Context, trace.Spa
 // observeAttempt records the end of one attempt, once judged: its
 // duration, the wait before the retry it leads to, and its span.
 func (c *call) observeAttempt(a *sentAttempt, v Classification, d decision, sent time.Time) {
-	status := 0
+	status, proto := 0, ""
 	if a.resp != nil {
-		status = a.resp.StatusCode
+		status, proto = a.resp.StatusCode, protocolVersion(a.resp)
 	}
 	if m := c.t.met; m != nil {
-		k := measureKey{method: c.req.Method, status: status, resend: c.out.Attempts - 1, errType: errorType(status, v)}
+		k := measureKey{method: c.req.Method, status: status, proto: proto, errType: errorType(status, v)}
 		o := c.measure(k, func() metric.MeasurementOption {
 			var buf [3]attribute.KeyValue
-			kv := append(buf[:0], keyResendCount.Int(k.resend))
+			kv := buf[:0]
 			if status != 0 {
 				kv = append(kv, keyStatusCode.Int(status))
+			}
+			if proto != "" {
+				kv = append(kv, keyProtoVersion.String(proto))
 			}
 			if k.errType != "" {
 				kv = append(kv, keyErrorType.String(k.errType))
@@ -379,6 +387,9 @@ func (c *call) observeAttempt(a *sentAttempt, v Classification, d decision, sent
 	if status != 0 {
 		a.span.SetAttributes(keyStatusCode.Int(status))
 	}
+	if proto != "" {
+		a.span.SetAttributes(keyProtoVersion.String(proto))
+	}
 	a.span.SetAttributes(keyReason.String(v.Reason), keyRetryable.Bool(v.Retryable))
 	if d.retry {
 		a.span.SetAttributes(keyWait.Float64(d.wait.Seconds()), keyWaitSource.String(d.waitSource))
@@ -389,6 +400,19 @@ func (c *call) observeAttempt(a *sentAttempt, v Classification, d decision, sent
 	}
 	a.span.End()
 	a.span = nil
+}
+
+// protocolVersion is network.protocol.version as the semantic conventions
+// spell it, from the response's protocol: "1.0", "1.1", "2", "3"; "" when
+// the response does not say (a response made by a fake transport).
+func protocolVersion(resp *http.Response) string {
+	switch {
+	case resp.ProtoMajor == 1 && resp.ProtoMinor >= 0 && resp.ProtoMinor <= 9:
+		return "1." + strconv.Itoa(resp.ProtoMinor)
+	case resp.ProtoMajor >= 2 && resp.ProtoMajor <= 9:
+		return strconv.Itoa(resp.ProtoMajor)
+	}
+	return ""
 }
 
 // errorType is error.type for an attempt: the status code of a response

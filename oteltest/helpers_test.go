@@ -18,7 +18,7 @@ import (
 
 // script is an inner transport that answers each request with the next
 // status of its list (the last one for ever after), or with a transport
-// error for status 0.
+// error for status 0. Its responses say HTTP/1.1, as a real transport's.
 type script struct {
 	mu       sync.Mutex
 	statuses []int
@@ -42,7 +42,8 @@ func (s *script) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range s.header {
 		h[k] = v
 	}
-	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+	return &http.Response{StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
 }
 
 // reader is a meter provider with a manual reader, for one test.

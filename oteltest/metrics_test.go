@@ -29,7 +29,10 @@ func with(base map[string]string, kv ...string) map[string]string {
 	return out
 }
 
-func TestAttemptDurationHasOnePointPerAttemptWithResendCountAndStatus(t *testing.T) {
+// One point per attempt, with its status, error.type and protocol, and
+// no http.request.resend_count: the resend count is an attribute of the
+// attempt's span, and on the metric it would multiply the series.
+func TestAttemptDurationHasOnePointPerAttemptWithStatusAndProtocolNotResendCount(t *testing.T) {
 	r, mp := reader(t)
 	rt := grantretry.New(&script{statuses: []int{503, 0, 200}}, grantretry.WithMeterProvider(mp), fast)
 	if _, err := post(t, rt, context.Background(), funderURL); err != nil {
@@ -39,9 +42,9 @@ func TestAttemptDurationHasOnePointPerAttemptWithResendCountAndStatus(t *testing
 	for _, tc := range []struct {
 		want map[string]string
 	}{
-		{with(funderHost, "http.request.method", "POST", "http.request.resend_count", "0", "http.response.status_code", "503", "error.type", "503")},
-		{with(funderHost, "http.request.resend_count", "1", "error.type", "transport:eof")},
-		{with(funderHost, "http.request.resend_count", "2", "http.response.status_code", "200")},
+		{with(funderHost, "http.request.method", "POST", "http.response.status_code", "503", "error.type", "503", "network.protocol.version", "1.1")},
+		{with(funderHost, "http.request.method", "POST", "error.type", "transport:eof")},
+		{with(funderHost, "http.request.method", "POST", "http.response.status_code", "200", "network.protocol.version", "1.1")},
 	} {
 		if n, _ := hist(t, ms, "http.client.request.duration", tc.want); n != 1 {
 			t.Errorf("%v: %d points, want 1", tc.want, n)
@@ -49,6 +52,16 @@ func TestAttemptDurationHasOnePointPerAttemptWithResendCountAndStatus(t *testing
 	}
 	if n, _ := hist(t, ms, "http.client.request.duration", nil); n != 3 {
 		t.Errorf("%d attempts recorded, want 3", n)
+	}
+	for _, p := range ms["http.client.request.duration"].Data.(metricdata.Histogram[float64]).DataPoints {
+		if v, ok := p.Attributes.Value("http.request.resend_count"); ok {
+			t.Errorf("a point carries http.request.resend_count %s: %s", v.Emit(), p.Attributes.Encoded(attribute.DefaultEncoder()))
+		}
+		if v, _ := p.Attributes.Value("error.type"); v.AsString() == "transport:eof" {
+			if _, ok := p.Attributes.Value("network.protocol.version"); ok {
+				t.Errorf("the attempt without a response has network.protocol.version: %s", p.Attributes.Encoded(attribute.DefaultEncoder()))
+			}
+		}
 	}
 }
 

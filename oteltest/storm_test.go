@@ -2,11 +2,34 @@ package oteltest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/internal/sim"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
+
+// resendCounter is a span processor that counts the attempt spans, and
+// those of resends, keeping none of them.
+type resendCounter struct{ attempts, resends atomic.Int64 }
+
+func (c *resendCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+func (c *resendCounter) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() != "grantretry.attempt" {
+		return
+	}
+	c.attempts.Add(1)
+	for _, kv := range s.Attributes() {
+		if kv.Key == "http.request.resend_count" && kv.Value.AsInt64() > 0 {
+			c.resends.Add(1)
+		}
+	}
+}
+
+func (c *resendCounter) Shutdown(context.Context) error   { return nil }
+func (c *resendCounter) ForceFlush(context.Context) error { return nil }
 
 // TestStormMetricsAddUp runs the simulator's default storm (a funder down
 // from 30 s to 120 s of a 240 s run, 24 workers) with the library's
@@ -16,8 +39,11 @@ func TestStormMetricsAddUp(t *testing.T) {
 		t.Skip("a storm takes about 5 s")
 	}
 	r, mp := reader(t)
+	resends := &resendCounter{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(resends))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	sc := sim.Default()
-	sc.Options = []grantretry.Option{grantretry.WithMeterProvider(mp)}
+	sc.Options = []grantretry.Option{grantretry.WithMeterProvider(mp), grantretry.WithTracerProvider(tp)}
 	ps, err := sim.Lookup([]string{"default"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +73,14 @@ func TestStormMetricsAddUp(t *testing.T) {
 		t.Errorf("%d attempts recorded, the funder received %d requests", nAttempts, got.Requests)
 	}
 	waits, _ := hist(t, ms, "grantretry.retry.wait", nil)
-	first, _ := hist(t, ms, "http.client.request.duration", map[string]string{"http.request.resend_count": "0"})
-	// Every resend follows a wait; a wait may also end in the breaker's
-	// refusal, with nothing sent.
-	if resends := nAttempts - first; waits < resends {
-		t.Errorf("%d waits recorded, fewer than the %d resends", waits, resends)
+	// Every resend (an attempt span with http.request.resend_count above
+	// 0) follows a wait; a wait may also end in the breaker's refusal,
+	// with nothing sent.
+	if n := uint64(resends.attempts.Load()); n != nAttempts {
+		t.Errorf("%d attempt spans, the duration histogram has %d attempts", n, nAttempts)
+	}
+	if n := uint64(resends.resends.Load()); waits < n {
+		t.Errorf("%d waits recorded, fewer than the %d resends", waits, n)
 	}
 	open := sum(t, ms, "grantretry.breaker.transitions", map[string]string{"grantretry.breaker.to": "open"})
 	closed := sum(t, ms, "grantretry.breaker.transitions", map[string]string{"grantretry.breaker.to": "closed"})
