@@ -62,14 +62,14 @@ func (p *textTP) all() []string {
 func (s *textSpan) SetStatus(_ codes.Code, desc string) { s.p.add(desc) }
 func (s *textSpan) SetAttributes(kv ...attribute.KeyValue) {
 	for _, a := range kv {
-		s.p.add(a.Value.Emit())
+		s.p.add(a.Value.String())
 	}
 }
 func (s *textSpan) AddEvent(name string, o ...trace.EventOption) {
 	s.p.add(name)
 	cfg := trace.NewEventConfig(o...)
 	for _, a := range cfg.Attributes() {
-		s.p.add(a.Value.Emit())
+		s.p.add(a.Value.String())
 	}
 }
 func (s *textSpan) RecordError(err error, _ ...trace.EventOption) { s.p.add(err.Error()) }

@@ -160,9 +160,9 @@ func TestResendCountIsOnAttemptSpansNotOnMetricPoints(t *testing.T) {
 		v, ok := a[keyResendCount]
 		switch {
 		case i == 0 && ok:
-			t.Errorf("first attempt's span has http.request.resend_count %v, want none", v.Emit())
+			t.Errorf("first attempt's span has http.request.resend_count %v, want none", v.String())
 		case i > 0 && (!ok || v.AsInt64() != int64(i)):
-			t.Errorf("attempt %d's span: http.request.resend_count %q (set %v), want %d", i+1, v.Emit(), ok, i)
+			t.Errorf("attempt %d's span: http.request.resend_count %q (set %v), want %d", i+1, v.String(), ok, i)
 		}
 	}
 	points := mp.of("http.client.request.duration")
@@ -171,7 +171,7 @@ func TestResendCountIsOnAttemptSpansNotOnMetricPoints(t *testing.T) {
 	}
 	for i, set := range points {
 		if v, ok := set.Value("http.request.resend_count"); ok {
-			t.Errorf("point %d carries http.request.resend_count %s: %s", i, v.Emit(), set.Encoded(attribute.DefaultEncoder()))
+			t.Errorf("point %d carries http.request.resend_count %s: %s", i, v.String(), set.Encoded(attribute.DefaultEncoder()))
 		}
 	}
 	if calls := tp.named("grantretry.call"); len(calls) != 1 {
@@ -205,7 +205,7 @@ func TestProtocolVersionIsTheResponses(t *testing.T) {
 				t.Fatalf("%d attempt spans, want 3", len(attempts))
 			}
 			for i, a := range attempts {
-				if got := a[keyProtoVersion].Emit(); got != tc.want {
+				if got := a[keyProtoVersion].String(); got != tc.want {
 					t.Errorf("attempt %d's span: network.protocol.version %q, want %q", i+1, got, tc.want)
 				}
 			}
@@ -214,8 +214,8 @@ func TestProtocolVersionIsTheResponses(t *testing.T) {
 				t.Fatalf("%d points on http.client.request.duration, want 3", len(points))
 			}
 			for i, set := range points {
-				if v, _ := set.Value(keyProtoVersion); v.Emit() != tc.want {
-					t.Errorf("point %d: network.protocol.version %q, want %q (%s)", i, v.Emit(), tc.want, set.Encoded(attribute.DefaultEncoder()))
+				if v, _ := set.Value(keyProtoVersion); v.String() != tc.want {
+					t.Errorf("point %d: network.protocol.version %q, want %q (%s)", i, v.String(), tc.want, set.Encoded(attribute.DefaultEncoder()))
 				}
 			}
 		})
@@ -242,12 +242,12 @@ func TestProtocolVersionLeftOutWhenUnknown(t *testing.T) {
 	}
 	for _, a := range tp.named("grantretry.attempt") {
 		if v, ok := a[keyProtoVersion]; ok {
-			t.Errorf("attempt span has network.protocol.version %q for a response without a protocol", v.Emit())
+			t.Errorf("attempt span has network.protocol.version %q for a response without a protocol", v.String())
 		}
 	}
 	for _, set := range mp.of("http.client.request.duration") {
 		if v, ok := set.Value(keyProtoVersion); ok {
-			t.Errorf("point has network.protocol.version %q for a response without a protocol", v.Emit())
+			t.Errorf("point has network.protocol.version %q for a response without a protocol", v.String())
 		}
 	}
 }

@@ -55,7 +55,7 @@ func TestAttemptDurationHasOnePointPerAttemptWithStatusAndProtocolNotResendCount
 	}
 	for _, p := range ms["http.client.request.duration"].Data.(metricdata.Histogram[float64]).DataPoints {
 		if v, ok := p.Attributes.Value("http.request.resend_count"); ok {
-			t.Errorf("a point carries http.request.resend_count %s: %s", v.Emit(), p.Attributes.Encoded(attribute.DefaultEncoder()))
+			t.Errorf("a point carries http.request.resend_count %s: %s", v.String(), p.Attributes.Encoded(attribute.DefaultEncoder()))
 		}
 		if v, _ := p.Attributes.Value("error.type"); v.AsString() == "transport:eof" {
 			if _, ok := p.Attributes.Value("network.protocol.version"); ok {
