@@ -403,14 +403,18 @@ func (c *call) observeAttempt(a *sentAttempt, v Classification, d decision, sent
 }
 
 // protocolVersion is network.protocol.version as the semantic conventions
-// spell it, from the response's protocol: "1.0", "1.1", "2", "3"; "" when
-// the response does not say (a response made by a fake transport).
+// spell it, from the response's protocol: "1.0", "1.1", "2" or "3"; ""
+// when the response says none of them (one made by a fake transport).
 func protocolVersion(resp *http.Response) string {
-	switch {
-	case resp.ProtoMajor == 1 && resp.ProtoMinor >= 0 && resp.ProtoMinor <= 9:
-		return "1." + strconv.Itoa(resp.ProtoMinor)
-	case resp.ProtoMajor >= 2 && resp.ProtoMajor <= 9:
-		return strconv.Itoa(resp.ProtoMajor)
+	switch major, minor := resp.ProtoMajor, resp.ProtoMinor; {
+	case major == 1 && minor == 0:
+		return "1.0"
+	case major == 1 && minor == 1:
+		return "1.1"
+	case major == 2 && minor == 0:
+		return "2"
+	case major == 3 && minor == 0:
+		return "3"
 	}
 	return ""
 }

@@ -253,7 +253,8 @@ func TestProtocolVersionLeftOutWhenUnknown(t *testing.T) {
 }
 
 // The conventions spell the version "1.0", "1.1", "2", "3" (Go's
-// resp.Proto says "HTTP/2.0"); anything else is not known.
+// resp.Proto says "HTTP/2.0"); any other is left out, so that the metric's
+// series stay few.
 func TestProtocolVersionSpelling(t *testing.T) {
 	for _, tc := range []struct {
 		major, minor int
@@ -267,6 +268,8 @@ func TestProtocolVersionSpelling(t *testing.T) {
 		{1, 42, ""},
 		{-1, 0, ""},
 		{10, 0, ""},
+		{4, 0, ""},
+		{2, 1, ""},
 	} {
 		if got := protocolVersion(&http.Response{ProtoMajor: tc.major, ProtoMinor: tc.minor}); got != tc.want {
 			t.Errorf("HTTP/%d.%d: %q, want %q", tc.major, tc.minor, got, tc.want)
