@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -45,15 +47,31 @@ func (e *cutError) Is(target error) bool {
 }
 
 // lostError is the error of a claim found no longer this worker's: it
-// names the letter, says what was not done, and matches ErrLeaseLost.
+// names the letter, says what was not done, and matches ErrLeaseLost,
+// and grantretry.ErrNotSent too when nothing was sent (notSent: the
+// claim could not be confirmed before the send).
 type lostError struct {
-	id   string
-	what string // after the letter's id: ": its lease was lost to another worker"
+	id      string
+	what    string // after the letter's id: ": its lease was lost to another worker"
+	notSent bool
 }
 
 func (e *lostError) Error() string { return "grantretry: fleet: letter " + e.id + e.what }
 
-func (e *lostError) Is(target error) bool { return target == ErrLeaseLost }
+func (e *lostError) Is(target error) bool {
+	return target == ErrLeaseLost || (e.notSent && target == grantretry.ErrNotSent)
+}
+
+// notSentError is the error of a Redeliver that sent nothing because the
+// database failed before the send: it says what err says, and matches
+// grantretry.ErrNotSent and what err matches.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+
+func (e *notSentError) Unwrap() error { return e.err }
+
+func (e *notSentError) Is(target error) bool { return target == grantretry.ErrNotSent }
 
 // errLost is a lostError for a Done or Release.
 func errLost(id string) error {
@@ -337,15 +355,55 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 		RETURNING lease_until`,
 		c.Letter.ID, c.Worker, c.Token, s.cfg.lease).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, &lostError{id: c.Letter.ID,
+		return nil, nil, &lostError{id: c.Letter.ID, notSent: true,
 			what: " not sent: its claim could not be confirmed (the lease ended, or the letter is another worker's or redelivered)"}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("grantretry: fleet: letter %s not sent: confirming its claim: %w", c.Letter.ID, err)
+		return nil, nil, &notSentError{fmt.Errorf("grantretry: fleet: letter %s not sent: confirming its claim: %w", c.Letter.ID, err)}
 	}
 	c.Until = until
 	sendCtx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.lease-leaseGuard(s.cfg.lease)), errLeaseEnding)
 	return sendCtx, cancel, nil
+}
+
+// keepLease renews c's lease, on the database's clock, every third of a
+// lease, while Redeliver finishes a send it confirmed: a Transport that
+// holds the answer until its trail has committed it, the release or the
+// Done that follows. Each renewal is fenced as confirm is (the claim's
+// worker and token, the letter waiting) and by the send's mark
+// (sending_since), which Done and the release clear, so none outlives
+// them. It returns the function that stops the renewals, and waits for
+// the one in flight. A worker that dies renews nothing, and the lease
+// ends as if it were not renewed.
+func (s *Letters) keepLease(c *Claim) (stop func()) {
+	every := max(s.cfg.lease/3, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			// A renewal that fails is tried again at the next tick; the
+			// lease holds meanwhile, until its end.
+			_, _ = s.pool.Exec(rctx, `
+				UPDATE grantretry_letters SET lease_until = clock_timestamp() + $4::interval
+				WHERE id = $1 AND claimed_by = $2 AND claims = $3 AND state = 'waiting'
+					AND sending_since IS NOT NULL`,
+				c.Letter.ID, c.Worker, c.Token, s.cfg.lease)
+			rcancel()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // Redeliver sends the claimed letter again with deadletter.Redeliver, and
@@ -359,17 +417,20 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // response's body is closed.
 //
 // A redelivery that sent the letter and did not deliver it (an answer of
-// 400 or more, or the Transport's *grantretry.Error after its attempts)
-// is written into the letter as deadletter.Dir.Redeliver writes it, in
-// the statement that releases it: its attempts are added to the
+// 400 or more, the Transport's *grantretry.Error after its attempts, or
+// the error of a client that gives no outcome, as one attempt, unless its
+// trace shows that nothing left) is written into the letter as
+// deadletter.Dir.Redeliver writes it, in the statement that releases it:
+// its attempts are added to the
 // letter's, its last status or error replace the letter's, and its
 // verdict (the Transport's Outcome.Reason) too, so that a letter the
 // funder refused is deadletter.Refused; the letter's LastAttempt is the
 // redelivery's end, its FirstAttempt, if it had none, the redelivery's
 // start, and the Transport's word on when the funder takes it replaces
 // its NotBefore. A redelivery that sent nothing (the letter not yet due,
-// late, ambiguous with no reconciler, held by its host's quota, or a
-// breaker open) leaves all of that as it was.
+// late, ambiguous with no reconciler, held by its host's quota, a
+// breaker open, or a client that never got a connection) leaves all of
+// that as it was, and the letter not ambiguous.
 //
 // Pace and policy are the caller's. Redeliver makes one call, through client:
 // the retries and the deadline of each letter's call are those of the
@@ -383,12 +444,21 @@ func (s *Letters) confirm(ctx context.Context, c *Claim) (context.Context, conte
 // Redeliver confirms the claim on the database's clock (its worker and
 // token, the letter still waiting, the lease not ended) and renews the
 // lease for the send, in the statement that marks the send in flight; if
-// it cannot, it sends nothing and the error matches ErrLeaseLost. The
-// send is cut a tenth of the lease before the lease ends, so the lease
-// (WithLease) must be longer than a send may last: the redelivering
-// Transport's deadline (grantretry.DefaultDeadline, 45 s, within the
-// default lease of a minute) plus a margin. A send that was cut, or whose
-// worker died, may have reached the funder: the letter is then marked
+// it cannot, it sends nothing and the error matches ErrLeaseLost and
+// grantretry.ErrNotSent (as does the error of a database that failed
+// before the send). The send is cut a tenth of the lease before the lease
+// it had at that confirmation ends, so the lease (WithLease) must be
+// longer than a send may last: the redelivering Transport's deadline
+// (grantretry.DefaultDeadline, 45 s, within the default lease of a
+// minute) plus a margin. From the confirmation until the letter is Done
+// or released, Redeliver renews the lease every third of it, on the
+// database's clock, fenced by the claim and the send's mark, so that a
+// live worker never loses a letter it is still finishing: a Transport
+// that holds the funder's answer until its trail has committed it, on the
+// trail's own limit, keeps the letter from other workers meanwhile. A
+// worker that dies renews nothing, and its lease then ends. A send that
+// was cut, or whose worker died, may have reached the funder: the letter
+// is then marked
 // ambiguous, with that send's start as its FirstAttempt if it had none
 // (as deadletter.Dir.Redeliver dates it, so that every later question
 // about it carries the date), and the next claim of it says so
@@ -417,28 +487,37 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 		return deadletter.Redelivery{}, err
 	}
 	defer cancel()
-	resp, err := deadletter.Redeliver(sendCtx, client, c.Letter, reconcile)
+	defer s.keepLease(c)()
+	tr := new(sendTrace)
+	resp, err := deadletter.Redeliver(httptrace.WithClientTrace(sendCtx, tr.clientTrace()), client, c.Letter, reconcile)
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
-		rel := releasing{mayHave: cut || mayHaveApplied(err)}
 		var gerr *grantretry.Error
-		if errors.As(err, &gerr) {
+		known := errors.As(err, &gerr)
+		// A client that gives no outcome sent nothing when its error or
+		// its trace says so, as deadletter.Dir.Redeliver reads it.
+		nothing := !known && (sentNothing(err) || errors.Is(err, grantretry.ErrInvalidRequest) ||
+			errors.Is(err, grantretry.ErrNotSent) || tr.nothingSent(client))
+		rel := releasing{mayHave: !nothing && (cut || mayHaveApplied(err))}
+		if known {
 			rel.late = gerr.Late
 			if gerr.StopReason == grantretry.StopOwedLater && !gerr.NotBefore.IsZero() {
 				rel.notBefore = &gerr.NotBefore // a host in quota held it: not claimed before the host's time
 			}
 		}
-		sentSome := gerr != nil && gerr.Attempts > 0 && !sentNothing(err)
 		switch {
-		case cut:
+		case cut && !nothing:
 			err = &cutError{id: c.Letter.ID, err: err}
 		case errors.As(err, new(*url.Error)) && !errors.Is(err, deadletter.ErrNotReconciled):
 			// The client's own error, which knows no letter.
 			err = fmt.Errorf("grantretry: fleet: letter %s: %w", c.Letter.ID, err)
 		}
-		if sentSome {
+		switch {
+		case known && gerr.Attempts > 0 && !sentNothing(err):
 			rel.sent = &sentRecord{attempts: gerr.Attempts, err: err.Error(), reason: gerr.Reason,
 				known: true, notBefore: owedAt(gerr.Outcome)}
+		case !known && !nothing:
+			rel.sent = &sentRecord{attempts: 1, err: err.Error()} // one request, which may have left
 		}
 		return deadletter.Redelivery{}, errors.Join(err, s.release(context.WithoutCancel(ctx), c, rel))
 	}
@@ -524,6 +603,39 @@ func owedAt(out grantretry.Outcome) time.Time {
 		return out.NotBefore
 	}
 	return time.Time{}
+}
+
+// sendTrace watches a send through httptrace, for a client that gives no
+// outcome, as deadletter.Dir.Redeliver's does: whether its transport asked
+// for a connection, and whether it ever got one.
+type sendTrace struct {
+	getConn, gotConn atomic.Bool
+}
+
+func (t *sendTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GetConn: func(string) { t.getConn.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
+	}
+}
+
+// nothingSent reports whether the trace shows that no request left: none
+// ever had a connection, and either one was asked for or client sends
+// straight through an http.Transport, which asks for one before it writes
+// anything. Behind any other RoundTripper a request may leave by a way
+// the trace does not see, so it tells nothing there.
+func (t *sendTrace) nothingSent(client *http.Client) bool {
+	if t.gotConn.Load() {
+		return false
+	}
+	if client == nil || t.getConn.Load() {
+		return true
+	}
+	switch client.Transport.(type) {
+	case nil, *http.Transport:
+		return true
+	}
+	return false
 }
 
 // ambiguousStatus is the Transport's rule for an answer from a client

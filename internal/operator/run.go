@@ -402,6 +402,14 @@ func (r *Run) one(ctx context.Context, l *grantretry.Letter) (breakerOpen bool) 
 		// The call that opened the host's breaker: the letters of the
 		// host not yet begun would meet it.
 		return rec.Disposition == grantretry.CircuitOpen
+	case err != nil && sent.Record.Status != 0:
+		// Answered and not delivered, and the answer could not be
+		// recorded in the letter: counted by its answer, which the
+		// error says could not be recorded.
+		s.Sent++
+		s.addNotDelivered("answered " + statusText(sent.Record.Status) + ", not recorded")
+		r.reportLocked(fmt.Errorf("%s%w; %s", r.naming(l, err, "not redelivered"), err, where))
+		return sent.Record.Disposition == grantretry.CircuitOpen
 	case errors.Is(err, ErrRefused) && selecting:
 		now := l
 		if sent.Letter != nil {

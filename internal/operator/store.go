@@ -40,11 +40,14 @@ type Store interface {
 	// not_before, late).
 	//
 	// A letter the funder answered comes back with a nil error and
-	// Sent.Record.Status set, delivered or not. A letter not sent, or
-	// sent and not answered, comes back with an error naming it that
-	// matches deadletter.ErrAmbiguous, ErrNotYet or ErrLate (nothing
+	// Sent.Record.Status set, delivered or not; if the answer could not
+	// be recorded, with Sent.Record.Status set and an error, which
+	// matches ErrNotRecorded if the answer delivered it. A letter not
+	// sent, or sent and not answered, comes back with an error naming it
+	// that matches deadletter.ErrAmbiguous, ErrNotYet or ErrLate (nothing
 	// sent), ErrElsewhere (another process or worker holds it, or it left
-	// the waiting set since it was listed: nothing sent), or is the
+	// the waiting set since it was listed: nothing sent),
+	// grantretry.ErrNotSent (the store failed before sending), or is the
 	// redelivering Transport's *grantretry.Error, or the client's. The
 	// options of ctx (deadletter.SendEarly, SendLate) are honoured.
 	// Sent.Letter is the letter as the store holds it after the send,

@@ -65,9 +65,10 @@ second), whichever of the -concurrency workers sends them.
 letter is claimed as -worker just before it is sent, under a lease of
 its bound (-timeout) and a quarter more, and the claim is checked on the
 database's clock immediately before the send, which is cut before the
-lease ends: other operators and the pipeline's workers redelivering at
-the same time skip the letters this one holds, and no letter is sent by
-two.
+lease ends; the lease is renewed until the letter's result is recorded,
+and ends only if this process dies: other operators and the pipeline's
+workers redelivering at the same time skip the letters this one holds,
+and no letter is sent by two.
 
 The letters sent are those named, or with -all those waiting in the
 database that are due, not late, not refused and not ambiguous;
@@ -313,7 +314,10 @@ func wrapLib(err error) error {
 // leaseFor is the lease under which a letter is claimed for a send
 // bounded by timeout: longer than the send by a quarter, so that the
 // send, which Letters.Redeliver cuts a tenth of the lease before it ends,
-// is bounded by timeout first, and the lease still holds when it ends.
+// is bounded by timeout first. The lease need not cover what follows the
+// send (the trail's commit of its record, on trailLimit, and the letter's
+// release): Letters.Redeliver renews it until the letter is Done or
+// released, so it ends only for a process that died.
 func leaseFor(timeout time.Duration) time.Duration { return timeout + timeout/4 }
 
 // trailLimit bounds each commit of the redelivery's records to the

@@ -68,7 +68,7 @@ func (s *store) Send(ctx context.Context, l *grantretry.Letter, client *http.Cli
 	}
 	claims, err := s.l.ClaimIDs(ctx, s.worker, []string{l.ID})
 	if err != nil {
-		return operator.Sent{}, fmt.Errorf("grantretry: fleet: letter %s not sent: %w", l.ID, err)
+		return operator.Sent{}, &notSentError{fmt.Errorf("grantretry: fleet: letter %s not sent: %w", l.ID, err)}
 	}
 	if len(claims) == 0 {
 		return operator.Sent{}, s.notClaimed(ctx, l.ID)
@@ -88,13 +88,15 @@ func (s *store) Send(ctx context.Context, l *grantretry.Letter, client *http.Cli
 	}
 	sent := operator.Sent{Record: rec, Letter: s.reread(ctx, c)}
 	switch {
-	case rec.Status == 0 && errors.Is(err, fleet.ErrLeaseLost) && !errors.Is(err, context.DeadlineExceeded):
-		// The claim could not be confirmed before the send: nothing was
-		// sent, and the letter is another worker's. (A send cut at the
-		// end of its lease matches ErrLeaseLost and the deadline: it may
-		// have reached the funder, and is the caller's failure.)
+	case rec.Status == 0 && sentNothing(err) && errors.Is(err, fleet.ErrLeaseLost):
+		// Nothing was sent (the claim could not be confirmed before the
+		// send), and the letter is another worker's. A send that may
+		// have reached the funder and then lost its lease, or its
+		// letter, is the send's failure, and its error says so.
 		return sent, &elsewhereError{err: err}
 	case rec.Status == 0:
+		// Nothing sent because the database failed before the send
+		// matches grantretry.ErrNotSent; any other is the send's error.
 		return sent, err
 	case delivered(rec):
 		// The funder has it, but the letter could not be marked
@@ -104,12 +106,22 @@ func (s *store) Send(ctx context.Context, l *grantretry.Letter, client *http.Cli
 			l.ID, operator.Answer(rec), err))
 	}
 	// Answered and not delivered: what Redeliver wrote into the letter
-	// is in sent.Letter. Only a release that failed besides is an error.
+	// is in sent.Letter. Only a release that failed besides is an error,
+	// which comes with the answer (Sent.Record.Status).
 	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
 		return sent, fmt.Errorf("grantretry: fleet: letter %s was answered %d, which could not be recorded in it: %w",
 			l.ID, rec.Status, errors.Join(j.Unwrap()[1:]...))
 	}
 	return sent, nil
+}
+
+// sentNothing reports whether err, a fleet.Letters.Redeliver's, says that
+// nothing of the letter was sent: it matches grantretry.ErrNotSent (the
+// claim could not be confirmed before the send, or the database failed
+// then), and no attempt of a Transport's call left.
+func sentNothing(err error) bool {
+	var gerr *grantretry.Error
+	return errors.Is(err, grantretry.ErrNotSent) && !(errors.As(err, &gerr) && gerr.Attempts > 0)
 }
 
 // delivered reports whether rec is the record of a redelivery that
@@ -137,7 +149,7 @@ func (s *store) notClaimed(ctx context.Context, id string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return &elsewhereError{err: fmt.Errorf("grantretry: fleet: letter %s not sent: it is no longer in the database: %w", id, err)}
 	case err != nil:
-		return fmt.Errorf("grantretry: fleet: letter %s not sent: it could not be claimed, nor read: %w", id, err)
+		return &notSentError{fmt.Errorf("grantretry: fleet: letter %s not sent: it could not be claimed, nor read: %w", id, err)}
 	case f.Redelivery != nil:
 		return &elsewhereError{err: fmt.Errorf("grantretry: fleet: letter %s not sent: it was redelivered since it was listed, %s",
 			id, strings.TrimPrefix(operator.LetterState(f.Redelivery), "redelivered "))}
@@ -196,6 +208,18 @@ func (e *notWaitingError) Error() string {
 func (e *notWaitingError) Unwrap() error { return e.err }
 
 func (e *notWaitingError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// notSentError is the error of a send that sent nothing because the
+// database failed (the letter could not be claimed, nor read): it says
+// what err says, and matches grantretry.ErrNotSent, which the operator's
+// core counts as a letter not sent.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+
+func (e *notSentError) Unwrap() error { return e.err }
+
+func (e *notSentError) Is(target error) bool { return target == grantretry.ErrNotSent }
 
 // elsewhereError is the error of a send that sent nothing because the
 // letter is another's: it says what err says, and matches
