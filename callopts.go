@@ -29,17 +29,16 @@ type callOptions struct {
 //
 // The options a call may set are those of its own retry policy:
 // [WithBackoff], [WithBudget], [WithAttemptTimeout], [WithStatusSets],
-// [WithClassifier], [WithReconciler], and [WithoutBreaker] and
-// [WithoutRetryThrottle], which leave the call out of its host's circuit
-// breaker and retry throttle: the breaker neither refuses it nor counts
-// its failures, and the throttle neither refuses its retries nor takes
-// its tokens. The breaker and the throttle themselves are shared by every
-// call to the host, so [WithBreaker], [WithBreakerProbe],
-// [WithRetryThrottle] and [WithThrottleRefill] are set with [New] or
-// [ForHost], not per call. Any other option (WithLogger, WithClock,
-// ForHost, ...), or an invalid one, makes the call fail before anything
-// is sent: RoundTrip returns an error matching [ErrInvalidOption] that
-// names the option, and the call ends DeadLetter ([StopInvalidOption]),
+// [WithClassifier] and [WithReconciler]. The host's circuit breaker and
+// retry throttle are shared by every call to the host and hold them all
+// back while it is down, so no call may set them or leave them, lest a
+// retry storm be one context away: [WithBreaker], [WithBreakerProbe],
+// [WithRetryThrottle], [WithThrottleRefill], [WithoutBreaker] and
+// [WithoutRetryThrottle] are set with [New] or [ForHost], not per call.
+// Any of those, any other option (WithLogger, WithClock, ForHost, ...),
+// or an invalid one, makes the call fail before anything is sent:
+// RoundTrip returns an error matching [ErrInvalidOption] that names the
+// option and says why, and the call ends DeadLetter ([StopInvalidOption]),
 // as a call through a misconfigured Transport does.
 //
 // Options are applied in order, after those of a WithCallOptions that ctx
@@ -67,7 +66,7 @@ func WithCallOptions(ctx context.Context, opts ...Option) context.Context {
 		switch o.(type) {
 		case policyOption:
 		case hostOption:
-			co.refuse("option %d (%s) sets the host's circuit breaker or retry throttle, which every call to the host shares: set it with New or ForHost; a call may only leave them (WithoutBreaker, WithoutRetryThrottle)", i+1, name)
+			co.refuse("option %d (%s) sets or turns off the host's circuit breaker or retry throttle, which every call to the host shares to hold back a retry storm: set it with New or ForHost, not for one call", i+1, name)
 			continue
 		default:
 			co.refuse("option %d (%s) is not part of the retry policy, and cannot be set for one call", i+1, name)

@@ -96,10 +96,12 @@ func TestCallOptionsRefusedBeforeSending(t *testing.T) {
 		{"logger", WithLogger(zap.NewNop()), "option 1 (WithLogger) is not part of the retry policy"},
 		{"clock", WithClock(newFakeClock()), "option 1 (WithClock) is not part of the retry policy"},
 		{"forhost", ForHost("funder.test", WithBudget(0, time.Minute)), "option 1 (ForHost) is not part of the retry policy"},
-		{"breaker", WithBreaker(3, time.Minute), "option 1 (WithBreaker) sets the host's circuit breaker or retry throttle"},
-		{"probe", WithBreakerProbe(time.Second), "option 1 (WithBreakerProbe) sets the host's"},
-		{"throttle", WithRetryThrottle(10, 1), "option 1 (WithRetryThrottle) sets the host's"},
-		{"refill", WithThrottleRefill(time.Minute), "option 1 (WithThrottleRefill) sets the host's"},
+		{"breaker", WithBreaker(3, time.Minute), "option 1 (WithBreaker) sets or turns off the host's circuit breaker or retry throttle"},
+		{"probe", WithBreakerProbe(time.Second), "option 1 (WithBreakerProbe) sets or turns off the host's"},
+		{"throttle", WithRetryThrottle(10, 1), "option 1 (WithRetryThrottle) sets or turns off the host's"},
+		{"refill", WithThrottleRefill(time.Minute), "option 1 (WithThrottleRefill) sets or turns off the host's"},
+		{"without breaker", WithoutBreaker(), "option 1 (WithoutBreaker) sets or turns off the host's"},
+		{"without throttle", WithoutRetryThrottle(), "option 1 (WithoutRetryThrottle) sets or turns off the host's"},
 		{"invalid budget", WithBudget(-1, time.Minute), "WithCallOptions: WithBudget(-1, 1m0s): want"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +138,7 @@ func TestCallOptionsNameEachRefusal(t *testing.T) {
 	if !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("err = %v, want ErrInvalidOption", err)
 	}
-	for _, want := range []string{"option 3 (WithReplayLimit)", "option 5 (WithLogger)"} {
+	for _, want := range []string{"option 3 (WithReplayLimit)", "option 4 (WithoutBreaker)", "option 5 (WithLogger)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %q, want it to name %s", err, want)
 		}
@@ -213,48 +215,62 @@ func TestCallOptionsNilContextAndNoOptions(t *testing.T) {
 	}
 }
 
-// WithoutBreaker leaves one call out of its host's breaker: an open
-// breaker does not refuse it, and its failures do not count.
-func TestCallOptionsWithoutBreaker(t *testing.T) {
-	h := newHarness(t, WithBreaker(1, time.Hour), WithBudget(0, time.Minute))
-	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
-	out := WithCallOptions(context.Background(), WithoutBreaker())
-	url := "https://funder.test/x"
-	if o, _ := h.callWith(t, out, url); o.Disposition != DeadLetter {
-		t.Fatalf("left-out call: %s, want dead_letter", o.Disposition)
+// No call can leave its host's circuit breaker or retry throttle: they
+// hold back every call to a host that is down, and a retry storm must not
+// be one context away. A context that asks for it fails each call before
+// anything is sent, whether the host's own breaker is open or the fleet's.
+func TestCallOptionsCannotLeaveTheHostsBreakerOrThrottle(t *testing.T) {
+	storm := []Option{WithoutBreaker(), WithoutRetryThrottle(), WithBudget(50, time.Hour), WithBackoff(time.Millisecond, time.Millisecond)}
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want []string
+	}{
+		{"without breaker", []Option{WithoutBreaker()}, []string{"option 1 (WithoutBreaker) sets or turns off the host's circuit breaker or retry throttle"}},
+		{"without throttle", []Option{WithoutRetryThrottle()}, []string{"option 1 (WithoutRetryThrottle) sets or turns off the host's circuit breaker or retry throttle"}},
+		{"storm", storm, []string{"option 1 (WithoutBreaker)", "option 2 (WithoutRetryThrottle)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, WithBreaker(1, time.Hour))
+			h.clock.freeze()
+			h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
+			url := "https://funder.test/x"
+			h.callWith(t, context.Background(), url)
+			if o, _ := h.callWith(t, context.Background(), url); o.Disposition != CircuitOpen {
+				t.Fatalf("the host's breaker did not open: %s", o.Disposition)
+			}
+			before := h.mock.GetTotalCallCount()
+			ctx := WithCallOptions(context.Background(), tc.opts...)
+			for range 3 {
+				o, err := h.callWith(t, ctx, url)
+				if !errors.Is(err, ErrInvalidOption) || o.StopReason != StopInvalidOption {
+					t.Fatalf("%s (%s), err %v: want the call refused as an invalid option", o.Disposition, o.StopReason, err)
+				}
+				for _, want := range append(tc.want, "every call to the host shares", "set it with New or ForHost") {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("err = %q, want it to say %q", err, want)
+					}
+				}
+			}
+			if sent := h.mock.GetTotalCallCount() - before; sent != 0 {
+				t.Errorf("with the host's breaker open, a call's context sent %d requests to it", sent)
+			}
+		})
 	}
-	if o, _ := h.callWith(t, context.Background(), url); o.Attempts != 1 {
-		t.Fatalf("after a left-out failure the breaker refused a call (%s): that failure counted", o.Disposition)
-	}
-	if o, _ := h.callWith(t, context.Background(), url); o.Disposition != CircuitOpen {
-		t.Fatalf("after the host's own failure: %s, want circuit_open", o.Disposition)
-	}
-	if o, _ := h.callWith(t, out, url); o.Attempts != 1 || o.Disposition == CircuitOpen {
-		t.Errorf("left-out call under an open breaker: %s after %d attempts, want it sent", o.Disposition, o.Attempts)
-	}
-}
 
-// WithoutRetryThrottle leaves one call out of its host's throttle: its
-// failures take no token, and a drained bucket does not refuse its retries.
-func TestCallOptionsWithoutRetryThrottle(t *testing.T) {
-	h := newHarness(t, WithoutBreaker(), WithRetryThrottle(4, 1))
-	h.clock.freeze()
-	url := "https://funder.test/x"
-	out := WithCallOptions(context.Background(), WithoutRetryThrottle())
-	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
-	if o, _ := h.callWith(t, out, url); o.Attempts != DefaultMaxRetries+1 {
-		t.Fatalf("left-out call: %d attempts, want all %d", o.Attempts, DefaultMaxRetries+1)
-	}
-	h.mock.RegisterNoResponder(seq(503, 200))
-	if o, _ := h.callWith(t, context.Background(), url); o.Disposition != Succeeded || o.Attempts != 2 {
-		t.Fatalf("after the left-out call: %s (%s) after %d attempts, want its retry allowed: the left-out failures took tokens",
-			o.Disposition, o.StopReason, o.Attempts)
-	}
-	h.mock.RegisterNoResponder(httpmock.NewStringResponder(503, "busy"))
-	if o, _ := h.callWith(t, context.Background(), url); o.StopReason != StopThrottled {
-		t.Fatalf("the host's own call: %s, want %s", o.StopReason, StopThrottled)
-	}
-	if o, _ := h.callWith(t, out, url); o.Attempts != DefaultMaxRetries+1 {
-		t.Errorf("left-out call on a drained bucket: %d attempts, want all %d", o.Attempts, DefaultMaxRetries+1)
-	}
+	t.Run("fleet open", func(t *testing.T) {
+		f := newMemFleet()
+		h := newHarness(t, WithFleet(f))
+		h.mock.RegisterNoResponder(httpmock.NewStringResponder(200, "ok"))
+		fh := f.host(fleetKey)
+		fh.state.Store(int32(FleetOpen))
+		fh.probing = true // another process holds the probe
+		o, err := h.callWith(t, WithCallOptions(context.Background(), WithoutBreaker()), fleetURL)
+		if !errors.Is(err, ErrInvalidOption) || o.Attempts != 0 {
+			t.Errorf("%s after %d attempts, err %v: want the call refused before anything is sent", o.Disposition, o.Attempts, err)
+		}
+		if n := h.mock.GetTotalCallCount(); n != 0 {
+			t.Errorf("with the fleet's breaker open, a call's context sent %d requests", n)
+		}
+	})
 }

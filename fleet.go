@@ -257,8 +257,7 @@ func noDone(error) {}
 // allow asks the fleet, then the local breaker, for one attempt.
 func (c *call) allow() (done func(error), probe bool, err error) {
 	if !c.pol.breakerOn {
-		// The host has no breaker, or the call is left out of it
-		// (WithCallOptions).
+		// The host has no breaker (WithoutBreaker).
 		return noDone, false, nil
 	}
 	fh := c.host.fleet

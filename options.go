@@ -32,8 +32,8 @@ type policyOption func(*config)
 func (f policyOption) apply(c *config) { f(c) }
 
 // hostOption is an option of the retry policy that shapes state every call
-// to a host shares, its circuit breaker or its retry throttle: ForHost may
-// set it for one host, but no call can set it for itself.
+// to a host shares, its circuit breaker or its retry throttle, or turns it
+// off: ForHost may set it for one host, but no call can set it for itself.
 type hostOption func(*config)
 
 func (f hostOption) apply(c *config) { f(c) }
@@ -176,8 +176,9 @@ func WithBreakerProbe(d time.Duration) Option {
 // WithoutBreaker turns the per-host circuit breaker off: calls to a host
 // that is down are still bounded by the budget and the retry throttle, but
 // none is short-circuited. For pipelines that break circuits elsewhere.
+// It is set with New or ForHost: [WithCallOptions] refuses it.
 func WithoutBreaker() Option {
-	return policyOption(func(c *config) { c.breakerOn = false })
+	return hostOption(func(c *config) { c.breakerOn = false })
 }
 
 // WithRetryThrottle sets the per-host retry throttle (gRFC A6): a bucket of
@@ -223,9 +224,10 @@ func WithThrottleRefill(d time.Duration) Option {
 
 // WithoutRetryThrottle turns the per-host retry throttle off, leaving each
 // call its own budget and nothing that bounds retries across calls. Only
-// for a funder that can absorb a fleet retrying at once.
+// for a funder that can absorb a fleet retrying at once. It is set with
+// New or ForHost: [WithCallOptions] refuses it.
 func WithoutRetryThrottle() Option {
-	return policyOption(func(c *config) { c.throttleOn = false })
+	return hostOption(func(c *config) { c.throttleOn = false })
 }
 
 // WithLogger sets the audit logger. The default, [zap.NewNop], writes

@@ -27,13 +27,25 @@ import (
 // Each line is one [slog.Record] handed to l's [slog.Handler], under the
 // call's context (the request's, with the call's span when
 // [WithTracerProvider] is given), timed by the Transport's [Clock] as the
-// trail's records are. Whether a line is made at all is asked of the
-// handler's Enabled with [context.Background]. grantretry samples nothing:
-// every line goes to the handler, but a handler that drops records (one
-// that samples or rate-limits) drops audit lines with them, where
-// grantretry cannot see it. Give WithSlog a handler that keeps every
-// record. A nil l, or a Logger without a handler (not made by [slog.New]),
-// is an invalid option.
+// trail's records are. The handler's Handle runs inline, on the request
+// path, as a zap core's Write does for WithLogger: a handler that blocks
+// (a log shipper whose buffer is full) holds the call, past its deadline
+// too. Give WithSlog a handler that does not block, or one that buffers.
+//
+// Whether a line is made at all is asked of the handler's Enabled with
+// [context.Background], before any of the line's fields is built, so that
+// a line no logger takes costs nothing; the handler is asked again with
+// the call's context before the record is handed to it. A handler whose
+// level depends on the request's context (debug lines for one request)
+// should therefore not gate INFO on it: when it says no for
+// context.Background, the INFO lines it would take for that request may
+// never be made.
+//
+// grantretry samples nothing: every line goes to the handler, but a
+// handler that drops records (one that samples or rate-limits) drops
+// audit lines with them, where grantretry cannot see it. Give WithSlog a
+// handler that keeps every record. A nil l, or a Logger without a handler
+// (not made by [slog.New]), is an invalid option.
 func WithSlog(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		switch {

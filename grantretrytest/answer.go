@@ -16,8 +16,10 @@ import (
 // The zero Answer is a 200 with an empty body. An Answer is a value: the
 // Funder copies its header when it answers, and never changes it.
 type Answer struct {
-	// Status is the response's status code, from 100 to 999; 0 means 200.
-	// A drop ignores it.
+	// Status is the response's status code, from 200 to 999; 0 means 200.
+	// An informational 1xx is not a final answer: the Funder takes it,
+	// as any status out of range, as an error of the script (see
+	// [StatusScriptRanOut]). A drop ignores it.
 	Status int
 	// Header holds the response's headers; nil means none. A drop
 	// ignores it.

@@ -42,10 +42,16 @@ const StatusScriptRanOut = http.StatusNotImplemented
 // response (Request set, ContentLength set, an in-memory body) or an
 // error, never both. It reports no connection through
 // net/http/httptrace, as no in-memory transport does, so grantretry reads
-// a failed attempt by its error alone.
+// a failed attempt by its error alone. As net/http's Transport, it
+// answers a request whose context is already done with the context's
+// cause alone: the request is recorded, not processed, and takes no
+// answer from the script. As net/http's, a response body read after it
+// is closed returns an error ("http: read on closed response body"), so
+// code that reads a body it has closed fails its test.
 //
 // A Funder is safe for concurrent use: concurrent requests take the
-// script's answers in the order they reach it, one answer each.
+// script's answers in the order they reach it, one answer each, and are
+// recorded in that order.
 type Funder struct {
 	mu      sync.Mutex
 	script  []Answer  // never changed after NewFunder
@@ -57,9 +63,10 @@ type Funder struct {
 
 // NewFunder returns a Funder that answers with answers, in order. A
 // request after the last answer gets a [StatusScriptRanOut] answer, as
-// does one whose Answer is not valid (a Status from 1 to 99 or above
-// 999), and [Funder.Err] reports the first such request. With no answers,
-// every request gets one.
+// does one whose Answer is not valid (a Status below 200, an
+// informational 1xx included, as it is not a final answer, or above 999;
+// 0 is 200), and [Funder.Err] reports the first such request. With no
+// answers, every request gets one.
 func NewFunder(answers ...Answer) *Funder {
 	return &Funder{script: append([]Answer(nil), answers...)}
 }
@@ -76,11 +83,13 @@ type Request struct {
 	// testing/synctest bubble, the bubble's clock.
 	At time.Time
 	// Answer is the index in the script of the Answer the request got, or
-	// -1 when it got a StatusScriptRanOut answer.
+	// -1 when it took none: it got a StatusScriptRanOut answer, or its
+	// context was done before it reached the Funder.
 	Answer int
 	// Processed says the funder read the request: true for every answer
-	// but DropBeforeRead (and a StatusScriptRanOut answer, which carries
-	// nothing out).
+	// but DropBeforeRead (and false for a StatusScriptRanOut answer, which
+	// carries nothing out, and for a request whose context was done
+	// before it reached the Funder).
 	Processed bool
 }
 
@@ -93,32 +102,31 @@ func (f *Funder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		return nil, errors.New("grantretrytest: request with no URL")
 	}
-	a, i, problem := f.take()
 	r := Request{
-		Method:    req.Method,
-		URL:       cloneURL(req.URL),
-		Header:    req.Header.Clone(),
-		Body:      body,
-		Key:       req.Header.Get(grantretry.HeaderIdempotencyKey),
-		At:        time.Now(),
-		Answer:    i,
-		Processed: problem == "" && readErr == nil && a.drop != dropBefore,
+		Method: req.Method,
+		URL:    cloneURL(req.URL),
+		Header: req.Header.Clone(),
+		Body:   body,
+		Key:    req.Header.Get(grantretry.HeaderIdempotencyKey),
 	}
 	if r.Header == nil {
 		r.Header = http.Header{}
 	}
-	n := f.record(r, problem)
-	if problem != "" {
+	ctx := req.Context()
+	a, n, problem := f.take(ctx, r, readErr == nil)
+	switch {
+	case n == 0:
+		return nil, context.Cause(ctx)
+	case problem != "":
 		return f.respond(req, Answer{
 			Status: StatusScriptRanOut,
 			Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
 			Body:   fmt.Sprintf("grantretrytest: request %d: %s\n", n, problem),
 		}), nil
-	}
-	if readErr != nil {
+	case readErr != nil:
 		return nil, fmt.Errorf("grantretrytest: reading the request body: %w", readErr)
 	}
-	if err := wait(req.Context(), a.Delay); err != nil {
+	if err := wait(ctx, a.Delay); err != nil {
 		return nil, err
 	}
 	switch a.drop {
@@ -141,34 +149,38 @@ func readBody(req *http.Request) ([]byte, error) {
 	return io.ReadAll(req.Body)
 }
 
-// take hands out the next answer and its index, or says why there is
-// none: then the index is -1 past the script's end.
-func (f *Funder) take() (Answer, int, string) {
+// take hands r the next answer of the script and records it, in one
+// critical section, so that the requests are recorded in the order they
+// took their answers. It returns the answer and r's number, counting
+// from 1, or says why there is none: the script ran out, or the answer is
+// not valid. A request whose ctx is done takes no answer, and its number
+// is 0. read says the request body was read whole.
+func (f *Funder) take(ctx context.Context, r Request, read bool) (a Answer, n int, problem string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.next >= len(f.script) {
-		return Answer{}, -1, fmt.Sprintf("the script ran out: it has %d answers", len(f.script))
+	r.At, r.Answer = time.Now(), -1
+	done := ctx.Err() != nil
+	switch {
+	case done:
+	case f.next >= len(f.script):
+		problem = fmt.Sprintf("the script ran out: it has %d answers", len(f.script))
+	default:
+		r.Answer = f.next
+		a = f.script[f.next]
+		f.next++
+		if a.drop == noDrop && a.Status != 0 && (a.Status < 200 || a.Status > 999) {
+			problem = fmt.Sprintf("answer %d has status %d: want 200 to 999, or 0 for 200", r.Answer, a.Status)
+		}
+		r.Processed = problem == "" && read && a.drop != dropBefore
 	}
-	i := f.next
-	f.next++
-	a := f.script[i]
-	if a.drop == noDrop && a.Status != 0 && (a.Status < 100 || a.Status > 999) {
-		return a, i, fmt.Sprintf("answer %d has status %d: want 100 to 999, or 0 for 200", i, a.Status)
-	}
-	return a, i, ""
-}
-
-// record keeps r, and problem as the Funder's error if it is the first;
-// it returns r's number, counting from 1.
-func (f *Funder) record(r Request, problem string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, r)
-	n := len(f.reqs)
 	if problem != "" && f.err == nil {
-		f.err = fmt.Errorf("grantretrytest: request %d (%s %s): %s", n, r.Method, r.URL.Redacted(), problem)
+		f.err = fmt.Errorf("grantretrytest: request %d (%s %s): %s", len(f.reqs), r.Method, r.URL.Redacted(), problem)
 	}
-	return n
+	if done {
+		return Answer{}, 0, ""
+	}
+	return a, len(f.reqs), problem
 }
 
 // wait waits d, or until ctx ends, and then returns its cause.
@@ -214,26 +226,44 @@ func (f *Funder) respond(req *http.Request, a Answer) *http.Response {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        h,
-		Body:          &responseBody{Reader: bytes.NewReader([]byte(body)), f: f},
+		Body:          &responseBody{r: bytes.NewReader([]byte(body)), f: f},
 		ContentLength: int64(len(a.Body)),
 		Request:       req,
 	}
 }
 
+// errReadOnClosedBody is what a response body's Read returns after Close:
+// net/http's text.
+var errReadOnClosedBody = errors.New("http: read on closed response body")
+
 // responseBody is an in-memory response body that tells its Funder when
-// it is closed.
+// it is closed, and that cannot be read once it is.
 type responseBody struct {
-	*bytes.Reader
-	f    *Funder
-	once sync.Once
+	f      *Funder
+	mu     sync.Mutex
+	r      *bytes.Reader // under mu
+	closed bool          // under mu
+}
+
+func (b *responseBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errReadOnClosedBody
+	}
+	return b.r.Read(p)
 }
 
 func (b *responseBody) Close() error {
-	b.once.Do(func() {
-		b.f.mu.Lock()
-		b.f.unclose--
-		b.f.mu.Unlock()
-	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.f.mu.Lock()
+	b.f.unclose--
+	b.f.mu.Unlock()
 	return nil
 }
 
@@ -282,8 +312,8 @@ func (f *Funder) Count(key string) int {
 // Processed returns how many requests that carried the Idempotency-Key key
 // the funder read ([Request].Processed): the ones that may have been
 // carried out. Count(key) - Processed(key) were dropped before they were
-// read, or came after the script ran out. key "" counts the requests that
-// carried none.
+// read, came after the script ran out, or came with their context done.
+// key "" counts the requests that carried none.
 func (f *Funder) Processed(key string) int {
 	return f.count(func(r *Request) bool { return r.Key == key && r.Processed })
 }

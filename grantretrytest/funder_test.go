@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/grantretry/grantretry"
@@ -153,7 +155,7 @@ func TestScriptRanOutEndsAGrantretryCallAtOnce(t *testing.T) {
 }
 
 func TestAnswerWithAStatusOutOfRangeIsAScriptError(t *testing.T) {
-	for _, status := range []int{1, 99, 1000, -5} {
+	for _, status := range []int{1, 99, 100, 101, 199, 1000, -5} {
 		f := grantretrytest.NewFunder(grantretrytest.Reply(status, ""))
 		resp, err := f.RoundTrip(post(t, nil))
 		if err != nil {
@@ -162,6 +164,8 @@ func TestAnswerWithAStatusOutOfRangeIsAScriptError(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != grantretrytest.StatusScriptRanOut || f.Err() == nil || f.Requests()[0].Answer != 0 {
 			t.Errorf("status %d: got %d, Err %v", status, resp.StatusCode, f.Err())
+		} else if !strings.Contains(f.Err().Error(), "want 200 to 999") {
+			t.Errorf("status %d: Err %q does not say which statuses an Answer may have", status, f.Err())
 		}
 	}
 }
@@ -172,6 +176,8 @@ func TestAnswerWithAStatusOutOfRangeIsAScriptError(t *testing.T) {
 func TestFunderReadsAndClosesEveryRequestBody(t *testing.T) {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
+	shortCtx, cancelShort := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancelShort()
 	for _, tc := range []struct {
 		name    string
 		answers []grantretrytest.Answer
@@ -181,7 +187,8 @@ func TestFunderReadsAndClosesEveryRequestBody(t *testing.T) {
 		{"answered", []grantretrytest.Answer{grantretrytest.Reply(200, "")}, context.Background(), false},
 		{"dropped before the read", []grantretrytest.Answer{grantretrytest.DropBeforeRead()}, context.Background(), true},
 		{"dropped after the read", []grantretrytest.Answer{grantretrytest.DropAfterRead()}, context.Background(), true},
-		{"delay cut by the context", []grantretrytest.Answer{grantretrytest.Reply(200, "").After(time.Hour)}, canceled, true},
+		{"delay cut by the context", []grantretrytest.Answer{grantretrytest.Reply(200, "").After(time.Hour)}, shortCtx, true},
+		{"context done before it arrived", []grantretrytest.Answer{grantretrytest.Reply(200, "")}, canceled, true},
 		{"past the script", nil, context.Background(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,20 +286,116 @@ func TestDropsAreRetriedUnderTheSameKey(t *testing.T) {
 }
 
 func TestDelayEndsWithTheContextsCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cause := errors.New("the pipeline is shutting down")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(time.Minute, func() { cancel(cause) })
+		f := grantretrytest.NewFunder(grantretrytest.Reply(200, "").After(time.Hour))
+		start := time.Now()
+		resp, err := f.RoundTrip(post(t, nil).WithContext(ctx))
+		if resp != nil || !errors.Is(err, cause) {
+			t.Errorf("got %v, %v; want the context's cause alone", resp, err)
+		}
+		if d := time.Since(start); d != time.Minute {
+			t.Errorf("the delay took %v on the bubble's clock, want the minute until its context ended", d)
+		}
+		if r := f.Requests()[0]; !r.Processed || r.Answer != 0 {
+			t.Errorf("a request cut during its delay: Processed %v, Answer %d; want true, 0: the funder had read it", r.Processed, r.Answer)
+		}
+	})
+}
+
+// TestRequestWhoseContextIsDoneTakesNoAnswer: a request whose context has
+// ended before it reaches the funder gets the context's cause, as from
+// net/http's Transport, which sends nothing; it is recorded, not
+// processed, and the script's next answer is left for the next request.
+func TestRequestWhoseContextIsDoneTakesNoAnswer(t *testing.T) {
 	cause := errors.New("the pipeline is shutting down")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	f := grantretrytest.NewFunder(grantretrytest.Reply(200, "").After(time.Hour))
-	start := time.Now()
-	resp, err := f.RoundTrip(post(t, nil).WithContext(ctx))
+	f := grantretrytest.NewFunder(grantretrytest.Reply(201, "created"))
+	body := newTrackedBody("the application")
+	resp, err := f.RoundTrip(post(t, body).WithContext(ctx))
 	if resp != nil || !errors.Is(err, cause) {
-		t.Errorf("got %v, %v; want the context's cause alone", resp, err)
+		t.Fatalf("got %v, %v; want the context's cause alone", resp, err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("the delay took %v after its context had ended", d)
+	if !body.closed {
+		t.Error("the request body was not closed")
 	}
-	if !f.Requests()[0].Processed {
-		t.Error("a request cut during its delay is not recorded as processed: the funder had read it")
+	if f.Remaining() != 1 || f.Err() != nil {
+		t.Errorf("Remaining %d, Err %v; want 1, nil: the request took no answer and is no script error", f.Remaining(), f.Err())
+	}
+	r := f.Requests()[0]
+	if r.Answer != -1 || r.Processed || string(r.Body) != "the application" {
+		t.Errorf("recorded Answer %d, Processed %v, Body %q; want -1, false, the body", r.Answer, r.Processed, r.Body)
+	}
+	if f.Count("key-1") != 1 || f.Processed("key-1") != 0 {
+		t.Errorf("Count %d, Processed %d; want 1, 0", f.Count("key-1"), f.Processed("key-1"))
+	}
+	resp, err = f.RoundTrip(post(t, nil))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("the next request: %v, %v; want the script's 201", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// TestRequestsAreInTheOrderTheAnswersWereTaken: concurrent requests are
+// recorded in the order they took the script's answers, so Requests()[i]
+// is the request that got answer i.
+func TestRequestsAreInTheOrderTheAnswersWereTaken(t *testing.T) {
+	const n = 64
+	for round := range 100 {
+		f := grantretrytest.NewFunder(slices.Repeat([]grantretrytest.Answer{grantretrytest.Reply(200, "")}, n)...)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				resp, err := f.RoundTrip(post(t, nil))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+		for i, r := range f.Requests() {
+			if r.Answer != i {
+				t.Fatalf("round %d: Requests()[%d] got answer %d", round, i, r.Answer)
+			}
+		}
+	}
+}
+
+// TestResponseBodyReadAfterCloseFails: as net/http's, a response body
+// read after Close returns an error, whichever way it is read, so a test
+// cannot pass with code that reads a body it has closed.
+func TestResponseBodyReadAfterCloseFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read func(io.Reader) error
+	}{
+		{"Read", func(r io.Reader) error { _, err := r.Read(make([]byte, 4)); return err }},
+		{"io.ReadAll", func(r io.Reader) error { _, err := io.ReadAll(r); return err }},
+		{"io.Copy", func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := grantretrytest.NewFunder(grantretrytest.Reply(200, "the reference"))
+			resp, err := f.RoundTrip(post(t, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			head := make([]byte, 3)
+			if _, err := io.ReadFull(resp.Body, head); err != nil || string(head) != "the" {
+				t.Fatalf("read %q, %v before Close", head, err)
+			}
+			resp.Body.Close()
+			if err := tc.read(resp.Body); err == nil || err.Error() != "http: read on closed response body" {
+				t.Errorf("read after Close: %v, want net/http's error", err)
+			}
+			if f.Unclosed() != 0 {
+				t.Errorf("Unclosed %d after Close, want 0", f.Unclosed())
+			}
+		})
 	}
 }
 
