@@ -261,9 +261,11 @@ type call struct {
 //   - Backoff. Retry n waits FullJitter(n, base, cap), and never less than a
 //     Retry-After the funder sent (ParseRetryAfter).
 //   - Budget. At most maxRetries retries and a deadline per call, and the
-//     caller's context. [WithCallOptions] sets them, and the rest of the
-//     retry policy, for one call. A wait that would end at or after the deadline is
-//     not slept: the call ends at once as DeadLetter, so a Retry-After of
+//     caller's context. [WithCallOptions] sets them, and the backoff,
+//     attempt timeout, status sets, classifier and reconciler, for one
+//     call; never the host's breaker or throttle, which every call to the
+//     host shares. A wait that would end at or after the deadline is not
+//     slept: the call ends at once as DeadLetter, so a Retry-After of
 //     hours cannot park a worker.
 //   - Throttle. One retry token bucket per funder host, shared by every
 //     call of the Transport (gRPC's retry throttling, gRFC A6): transient
