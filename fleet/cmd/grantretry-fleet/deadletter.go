@@ -127,17 +127,7 @@ The same answer to a letter that is not ambiguous is a refusal.
 After the letters' lines comes the summary, in the words grantretry uses
 too (the lines that would count none are left out, but "delivered"):
 
-summary: 1000 letters waiting, 700 selected, 700 sent
-  delivered: 690 (answered 201 Created: 680; reconciled: 10)
-  not delivered: 10 (answered 503 Service Unavailable: 10)
-  not sent: 1 (not due: 1)
-  left, refused: 100 (the funder refused them; ...)
-  left, not due: 100 (the next is due at 2026-12-05T00:12:00Z)
-  left, late: 50 (they missed their closing time; ...)
-  left, ambiguous: 50 (ask the funder first, or -trust-key ...)
-  left, another's: 3 (another process or worker holds them, ...)
-  not tried: 0
-
+` + operator.SummaryHelp + `
 SIGINT or SIGTERM stops the run: the letters in flight end and are
 recorded on the fleet's trail and in their letters, which are released
 (ambiguous when the funder may have them), none is begun after, and the
@@ -145,11 +135,7 @@ summary ends "stopped: interrupt (SIGINT); the letters not tried stay
 waiting". A second signal ends the process at once: the leases of the
 letters it held then end, and the next claim of each finds it ambiguous.
 
-Exit status: 0 when every letter the run sent, and every letter named,
-was delivered (the letters -all leaves are no failure); 1 when a letter
-sent or named was not delivered, could not be read or sent, or the run
-was stopped; 2 when the command is called wrongly, sending nothing.
-`
+` + operator.ExitStatusHelp
 
 const dlRetireSynopsis = `Usage: grantretry-fleet deadletter retire [-pg DSN] ID... -reason TEXT
                                         [-by NAME]
