@@ -12,20 +12,17 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/internal/durable"
+	"github.com/grantretry/grantretry/internal/sendtrace"
 )
 
 // sendingExt names the mark of a letter whose redelivery is in flight,
 // <ID>.sending beside <ID>.json. It does not end in ".json", so List never
 // takes it for a letter, and no letter's file can have its name.
 const sendingExt = ".sending"
-
-// maxLastError bounds the error text a redelivery leaves in a letter.
-const maxLastError = 1024
 
 // sendingMark is what a mark file holds: when the send began, for the
 // operator who finds one.
@@ -140,15 +137,15 @@ func (d *Dir) redeliver(ctx context.Context, client *http.Client, id string, rec
 		}
 		return nil, fmt.Errorf("grantretry: letter %s not sent: it could not be marked in flight: %w", id, err)
 	}
-	tr := new(sendTrace)
-	resp, err := Redeliver(httptrace.WithClientTrace(ctx, tr.clientTrace()), client, l, reconcile)
+	tr := new(sendtrace.Trace)
+	resp, err := Redeliver(httptrace.WithClientTrace(ctx, tr.ClientTrace()), client, l, reconcile)
 	if err == nil && Delivered(resp) {
 		return resp, nil // the funder has it: MarkRedelivered ends the mark
 	}
 	if errors.As(err, new(*url.Error)) && !errors.Is(err, ErrNotReconciled) {
 		err = fmt.Errorf("grantretry: letter %s: %w", id, err) // the client's own error, which knows no letter
 	}
-	sent := whatWasSent(resp, err, tr.nothingSent(client))
+	sent := whatWasSent(resp, err, tr.NothingSent(client))
 	if rerr := d.recordFailure(l, start, resp, err, sent); rerr != nil {
 		what := "the failed redelivery"
 		if err == nil {
@@ -262,7 +259,7 @@ func (d *Dir) recordFailure(l *grantretry.Letter, start time.Time, resp *http.Re
 		case resp != nil:
 			l.LastStatus = resp.StatusCode
 		case err != nil:
-			l.LastError = capError(err.Error())
+			l.LastError = sendtrace.CapError(err.Error())
 		}
 		if sent.known && sent.out.Reason != "" {
 			l.Reason = sent.out.Reason
@@ -330,7 +327,7 @@ func whatWasSent(resp *http.Response, err error, nothingSent bool) sendResult {
 		if known {
 			return sendResult{sent: out.Attempts > 0, mayHave: out.Ambiguous, out: out, known: true}
 		}
-		return sendResult{sent: true, mayHave: ambiguousStatus(resp.StatusCode)}
+		return sendResult{sent: true, mayHave: sendtrace.AmbiguousStatus(resp.StatusCode)}
 	}
 	if errors.Is(err, ErrBadLetter) || errors.Is(err, ErrNotReconciled) || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrLate) || errors.Is(err, ErrNotYet) {
 		return sendResult{}
@@ -343,54 +340,6 @@ func whatWasSent(resp *http.Response, err error, nothingSent bool) sendResult {
 		return sendResult{}
 	}
 	return sendResult{sent: true, mayHave: true} // a client that says nothing: it may have been applied
-}
-
-// sendTrace watches a redelivery through httptrace, for a client that
-// gives no outcome: whether its transport asked for a connection, and
-// whether it ever got one. Anything the redelivery's context carries to
-// a connection counts, a reconciler's own requests too: that can only
-// make a send look possible, never hide one.
-type sendTrace struct {
-	getConn, gotConn atomic.Bool
-}
-
-func (t *sendTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GetConn: func(string) { t.getConn.Store(true) },
-		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
-	}
-}
-
-// nothingSent reports whether the trace shows that no request left: none
-// ever had a connection, and either one was asked for or client sends
-// straight through an [http.Transport], which asks for one before it
-// writes anything. Behind any other RoundTripper a request may leave by a
-// way the trace does not see, so it tells nothing there.
-func (t *sendTrace) nothingSent(client *http.Client) bool {
-	if t.gotConn.Load() {
-		return false
-	}
-	if t.getConn.Load() {
-		return true
-	}
-	switch client.Transport.(type) {
-	case nil, *http.Transport:
-		return true
-	}
-	return false
-}
-
-// ambiguousStatus is the Transport's rule for an answer from a client that
-// gives no Outcome: a 5xx but 501 and 503 may have been applied.
-func ambiguousStatus(status int) bool {
-	return status >= 500 && status != http.StatusNotImplemented && status != http.StatusServiceUnavailable
-}
-
-func capError(s string) string {
-	if len(s) > maxLastError {
-		return s[:maxLastError-3] + "..."
-	}
-	return s
 }
 
 func (d *Dir) sendingPath(id string) string { return filepath.Join(d.dir, id+sendingExt) }

@@ -9,11 +9,11 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/grantretry/grantretry"
 	"github.com/grantretry/grantretry/deadletter"
+	"github.com/grantretry/grantretry/internal/sendtrace"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -245,28 +245,17 @@ type sentRecord struct {
 	notBefore time.Time
 }
 
-// maxLastError bounds the error text a redelivery leaves in a letter, as
-// deadletter.Dir bounds it.
-const maxLastError = 1024
-
 // patch is the JSON of the fields of r that replace the letter's, beside
 // its attempts and dates, which the release's statement writes.
 func (r *sentRecord) patch() ([]byte, error) {
 	p := map[string]any{"last_status": r.status}
 	if r.err != "" {
-		p["last_error"] = capError(r.err)
+		p["last_error"] = sendtrace.CapError(r.err)
 	}
 	if r.reason != "" {
 		p["reason"] = r.reason
 	}
 	return json.Marshal(p)
-}
-
-func capError(s string) string {
-	if len(s) > maxLastError {
-		return s[:maxLastError-3] + "..."
-	}
-	return s
 }
 
 // release gives c's letter back with what rel says of it, fenced by the
@@ -488,8 +477,8 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	}
 	defer cancel()
 	defer s.keepLease(c)()
-	tr := new(sendTrace)
-	resp, err := deadletter.Redeliver(httptrace.WithClientTrace(sendCtx, tr.clientTrace()), client, c.Letter, reconcile)
+	tr := new(sendtrace.Trace)
+	resp, err := deadletter.Redeliver(httptrace.WithClientTrace(sendCtx, tr.ClientTrace()), client, c.Letter, reconcile)
 	if err != nil {
 		cut := errors.Is(context.Cause(sendCtx), errLeaseEnding)
 		var gerr *grantretry.Error
@@ -497,7 +486,7 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 		// A client that gives no outcome sent nothing when its error or
 		// its trace says so, as deadletter.Dir.Redeliver reads it.
 		nothing := !known && (sentNothing(err) || errors.Is(err, grantretry.ErrInvalidRequest) ||
-			errors.Is(err, grantretry.ErrNotSent) || tr.nothingSent(client))
+			errors.Is(err, grantretry.ErrNotSent) || tr.NothingSent(client))
 		rel := releasing{mayHave: !nothing && (cut || mayHaveApplied(err))}
 		if known {
 			rel.late = gerr.Late
@@ -538,7 +527,7 @@ func (s *Letters) Redeliver(ctx context.Context, c *Claim, client *http.Client, 
 	}
 	if !deadletter.Delivered(resp) {
 		err := fmt.Errorf("grantretry: fleet: letter %s: redelivery answered %d", c.Letter.ID, resp.StatusCode)
-		rel := releasing{mayHave: ambiguousStatus(resp.StatusCode)}
+		rel := releasing{mayHave: sendtrace.AmbiguousStatus(resp.StatusCode)}
 		if ok {
 			rel.late = out.Late // a redelivery under the letter's closing time that missed it
 			rel.mayHave = out.Ambiguous
@@ -603,43 +592,4 @@ func owedAt(out grantretry.Outcome) time.Time {
 		return out.NotBefore
 	}
 	return time.Time{}
-}
-
-// sendTrace watches a send through httptrace, for a client that gives no
-// outcome, as deadletter.Dir.Redeliver's does: whether its transport asked
-// for a connection, and whether it ever got one.
-type sendTrace struct {
-	getConn, gotConn atomic.Bool
-}
-
-func (t *sendTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GetConn: func(string) { t.getConn.Store(true) },
-		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
-	}
-}
-
-// nothingSent reports whether the trace shows that no request left: none
-// ever had a connection, and either one was asked for or client sends
-// straight through an http.Transport, which asks for one before it writes
-// anything. Behind any other RoundTripper a request may leave by a way
-// the trace does not see, so it tells nothing there.
-func (t *sendTrace) nothingSent(client *http.Client) bool {
-	if t.gotConn.Load() {
-		return false
-	}
-	if client == nil || t.getConn.Load() {
-		return true
-	}
-	switch client.Transport.(type) {
-	case nil, *http.Transport:
-		return true
-	}
-	return false
-}
-
-// ambiguousStatus is the Transport's rule for an answer from a client
-// that gives no Outcome: a 5xx but 501 and 503 may have been applied.
-func ambiguousStatus(status int) bool {
-	return status >= 500 && status != http.StatusNotImplemented && status != http.StatusServiceUnavailable
 }
