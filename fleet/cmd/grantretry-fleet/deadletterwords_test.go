@@ -136,7 +136,7 @@ func TestDeadLetterRedeliverSaysTheSameWordsAsGrantretry(t *testing.T) {
 		if rootCode != exitFailure || fleetCode != exitFailure {
 			t.Errorf("exit %d (grantretry) and %d (grantretry-fleet), want %d each: a letter was answered 503", rootCode, fleetCode, exitFailure)
 		}
-		rootSum, fleetSum := summaryBlock(t, rootOut.String()), summaryBlock(t, fleetOut)
+		rootSum, fleetSum := storetest.SummaryBlock(t, rootOut.String()), storetest.SummaryBlock(t, fleetOut)
 		if rootSum != fleetSum {
 			t.Errorf("the summaries differ:\ngrantretry:\n%sgrantretry-fleet:\n%s", rootSum, fleetSum)
 		}
